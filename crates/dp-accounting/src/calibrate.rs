@@ -1,0 +1,160 @@
+//! Solving for the noise multiplier or the number of steps that meets a target (ε, δ).
+
+use serde::{Deserialize, Serialize};
+
+use crate::accountant::Accountant;
+use crate::error::{require_non_negative, require_open_unit, require_positive, Error, Result};
+use crate::event::DpEvent;
+
+/// How [`calibrate_noise`] searches.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationOptions {
+    /// First upper end of the σ bracket; doubled until ε(σ) ≤ target. Default 10
+    /// (Opacus's).
+    pub initial_upper: f64,
+    /// The search fails past this σ. Default 1e6.
+    pub max_noise_multiplier: f64,
+    /// Stop as soon as `target − ε(σ_upper) ≤` this. Default `None` (only the σ
+    /// tolerance stops the search); Opacus uses 0.01.
+    pub epsilon_tolerance: Option<f64>,
+    /// Stop when the bracket is narrower than this fraction of σ. Default 1e-6.
+    pub relative_tolerance: f64,
+}
+
+impl Default for CalibrationOptions {
+    fn default() -> Self {
+        CalibrationOptions {
+            initial_upper: 10.0,
+            max_noise_multiplier: 1e6,
+            epsilon_tolerance: None,
+            relative_tolerance: 1e-6,
+        }
+    }
+}
+
+impl CalibrationOptions {
+    /// Opacus's `get_noise_multiplier` search: bracket from 10, bisect until ε is within
+    /// 0.01 of the target. Reproduces Opacus's published σ values exactly.
+    pub fn opacus() -> Self {
+        CalibrationOptions { epsilon_tolerance: Some(0.01), relative_tolerance: 0.0, ..Self::default() }
+    }
+}
+
+/// The result of a calibration.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibrated<T> {
+    /// The calibrated parameter.
+    pub value: T,
+    /// The ε it achieves at the target δ (never above the target).
+    pub epsilon: f64,
+}
+
+fn epsilon_of<A: Accountant>(
+    make_accountant: &impl Fn() -> Result<A>,
+    event: &DpEvent,
+    target_delta: f64,
+) -> Result<f64> {
+    let mut accountant = make_accountant()?;
+    accountant.compose(event, 1)?;
+    accountant.epsilon(target_delta)
+}
+
+/// The smallest noise multiplier σ (up to the tolerances) with ε(σ) ≤ `target_epsilon`
+/// at `target_delta`, for any accountant and any event family.
+///
+/// Brackets by doubling, then bisects; the returned σ is always the upper end of the
+/// bracket, whose ε has been evaluated and is ≤ the target: it **never overshoots**.
+pub fn calibrate_noise<A: Accountant>(
+    make_accountant: impl Fn() -> Result<A>,
+    make_event: impl Fn(f64) -> DpEvent,
+    target_epsilon: f64,
+    target_delta: f64,
+    options: CalibrationOptions,
+) -> Result<Calibrated<f64>> {
+    require_positive("target_epsilon", target_epsilon)?;
+    require_open_unit("target_delta", target_delta)?;
+    require_positive("initial_upper", options.initial_upper)?;
+    require_non_negative("relative_tolerance", options.relative_tolerance)?;
+    let eps = |sigma: f64| epsilon_of(&make_accountant, &make_event(sigma), target_delta);
+    let mut lo = 0.0;
+    let mut hi = options.initial_upper;
+    let mut eps_hi = eps(hi)?;
+    while eps_hi > target_epsilon {
+        hi *= 2.0;
+        if hi > options.max_noise_multiplier {
+            return Err(Error::Calibration(format!(
+                "no noise multiplier up to {} reaches epsilon {target_epsilon} at delta {target_delta}",
+                options.max_noise_multiplier
+            )));
+        }
+        eps_hi = eps(hi)?;
+    }
+    for _ in 0..200 {
+        if let Some(tol) = options.epsilon_tolerance {
+            if target_epsilon - eps_hi <= tol {
+                break;
+            }
+        }
+        if hi - lo <= options.relative_tolerance * hi {
+            break;
+        }
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        let eps_mid = eps(mid)?;
+        if eps_mid < target_epsilon {
+            hi = mid;
+            eps_hi = eps_mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(Calibrated { value: hi, epsilon: eps_hi })
+}
+
+/// The largest number of steps with ε ≤ `target_epsilon` at `target_delta`, where
+/// `make_event(steps)` describes the whole run. Returns 0 steps if even one step exceeds
+/// the target.
+pub fn calibrate_steps<A: Accountant>(
+    make_accountant: impl Fn() -> Result<A>,
+    make_event: impl Fn(u64) -> DpEvent,
+    target_epsilon: f64,
+    target_delta: f64,
+) -> Result<Calibrated<u64>> {
+    require_non_negative("target_epsilon", target_epsilon)?;
+    require_open_unit("target_delta", target_delta)?;
+    let eps = |steps: u64| epsilon_of(&make_accountant, &make_event(steps), target_delta);
+    let first = eps(1)?;
+    if first > target_epsilon {
+        return Ok(Calibrated { value: 0, epsilon: 0.0 });
+    }
+    // Invariant: ε(lo) ≤ target < ε(hi).
+    let (mut lo, mut eps_lo) = (1u64, first);
+    let mut hi = 2u64;
+    loop {
+        let e = eps(hi)?;
+        if e > target_epsilon {
+            break;
+        }
+        lo = hi;
+        eps_lo = e;
+        hi = hi.checked_mul(2).ok_or_else(|| {
+            Error::Calibration("the budget is never exhausted (epsilon stays below the target)".into())
+        })?;
+        if hi > 1 << 48 {
+            return Err(Error::Calibration("the budget is never exhausted within 2^48 steps".into()));
+        }
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let e = eps(mid)?;
+        if e <= target_epsilon {
+            lo = mid;
+            eps_lo = e;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(Calibrated { value: lo, epsilon: eps_lo })
+}

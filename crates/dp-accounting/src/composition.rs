@@ -1,0 +1,328 @@
+//! (ε, δ) composition theorems, amplification by subsampling, and the DPD paper's
+//! accounting built from them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::accountant::{
+    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant,
+    Guarantee, PrivacyReport,
+};
+use crate::error::{require_non_negative, require_open_unit, require_unit, Error, Result};
+use crate::event::{DpEvent, NeighbouringRelation};
+use crate::ledger::Ledger;
+
+/// Basic composition (Dwork & Roth 2014, Thm 3.16): `(Σεᵢ, Σδᵢ)`.
+pub fn basic_composition(guarantees: &[(f64, f64)]) -> (f64, f64) {
+    guarantees.iter().fold((0.0, 0.0), |acc, &(e, d)| (acc.0 + e, acc.1 + d))
+}
+
+/// Advanced composition of `k` (ε, δ)-DP mechanisms.
+///
+/// # Privacy
+/// Dwork & Roth 2014, Thm 3.20: for every δ′ > 0 the k-fold adaptive composition is
+/// `(√(2k ln(1/δ′))·ε + kε(e^ε − 1), kδ + δ′)`-DP.
+pub fn advanced_composition(epsilon: f64, delta: f64, k: u64, delta_prime: f64) -> Result<(f64, f64)> {
+    require_non_negative("epsilon", epsilon)?;
+    require_unit("delta", delta)?;
+    require_open_unit("delta_prime", delta_prime)?;
+    let k_f = k as f64;
+    let eps = (2.0 * k_f * (1.0 / delta_prime).ln()).sqrt() * epsilon + k_f * epsilon * epsilon.exp_m1();
+    Ok((eps, k_f * delta + delta_prime))
+}
+
+/// Which amplification-by-subsampling bound turns a per-sample (ε, δ) into a per-step
+/// guarantee on the full data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Amplification {
+    /// `(ln(1 + ν(e^ε − 1)), νδ)`: Li, Qardaji, Su 2012 (AsiaCCS) Thm 1; Balle, Barthe,
+    /// Gaboardi 2018 (NeurIPS, arXiv 1807.01647) Thm 8, for Poisson sampling under
+    /// add/remove neighbours. Tight.
+    Tight,
+    /// `(2νε, νδ)` for ε ≤ 1: the looser form common in 2014–2017 papers (Beimel,
+    /// Brenner, Kasiviswanathan, Nissim 2014 Lemma 4.4; used by the DPD paper, per
+    /// `shared/spec/papers.md` §1.4). Refused for ε > 1.
+    Loose,
+}
+
+/// Amplifies an (ε, δ) guarantee of a mechanism run on a sample of rate ν.
+pub fn amplify(epsilon: f64, delta: f64, rate: f64, bound: Amplification) -> Result<(f64, f64)> {
+    require_non_negative("epsilon", epsilon)?;
+    require_unit("delta", delta)?;
+    require_unit("sampling_rate", rate)?;
+    match bound {
+        Amplification::Tight => Ok(((rate * epsilon.exp_m1()).ln_1p(), rate * delta)),
+        Amplification::Loose => {
+            if epsilon > 1.0 {
+                return Err(Error::InvalidParameter {
+                    name: "epsilon",
+                    value: epsilon,
+                    reason: "must be <= 1 for the loose (2 nu eps) amplification bound",
+                });
+            }
+            Ok((2.0 * rate * epsilon, rate * delta))
+        }
+    }
+}
+
+/// DPD-AC's total (ε, δ) (`shared/spec/papers.md` §2.3): each of `steps` iterations is
+/// (ε_iter, δ_iter)-DP on its minibatch of rate ν, amplified by `amplification`, then
+/// composed by advanced composition (Dwork & Roth Thm 3.20) with slack `delta_prime`.
+/// With `first_order` the second term is `T·ε_step²` (the paper's form for small ε)
+/// instead of `T·ε_step(e^{ε_step} − 1)`.
+///
+/// Returns `(ε_tot, δ_tot)` with `δ_tot = T·ν·δ_iter + δ′`.
+pub fn dpd_ac_epsilon(
+    epsilon_iter: f64,
+    delta_iter: f64,
+    steps: u64,
+    rate: f64,
+    delta_prime: f64,
+    amplification: Amplification,
+    first_order: bool,
+) -> Result<(f64, f64)> {
+    let (eps_step, delta_step) = amplify(epsilon_iter, delta_iter, rate, amplification)?;
+    let (eps, delta) = advanced_composition(eps_step, delta_step, steps, delta_prime)?;
+    if first_order {
+        let k = steps as f64;
+        let first = (2.0 * k * (1.0 / delta_prime).ln()).sqrt() * eps_step + k * eps_step * eps_step;
+        return Ok((first, delta));
+    }
+    Ok((eps, delta))
+}
+
+/// Which reading of DPD-zCDP (`shared/spec/papers.md` §2.4; the formula is not in the
+/// available paper text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ZcdpReading {
+    /// Z2 (default): the amplified per-step ε_step is pure-DP ⇒ ρ_step = ε_step²/2
+    /// (δ_iter ignored), ρ_tot = T·ρ_step.
+    AmplifiedPureDp,
+    /// Z1: the Gaussian with σ = √(2 ln(1.25/δ_iter))/ε_iter gives ρ_step = 1/(2σ²), with
+    /// no amplification.
+    GaussianNoAmplification,
+}
+
+/// DPD-zCDP's total ε at `delta_total` under `reading`, converted with
+/// Bun & Steinke Prop. 1.3 (`ε = ρ + 2√(ρ ln 1/δ)`).
+pub fn dpd_zcdp_epsilon(
+    epsilon_iter: f64,
+    delta_iter: f64,
+    steps: u64,
+    rate: f64,
+    delta_total: f64,
+    reading: ZcdpReading,
+    amplification: Amplification,
+) -> Result<f64> {
+    require_open_unit("delta_total", delta_total)?;
+    let rho_step = match reading {
+        ZcdpReading::AmplifiedPureDp => {
+            let (eps_step, _) = amplify(epsilon_iter, delta_iter, rate, amplification)?;
+            eps_step * eps_step / 2.0
+        }
+        ZcdpReading::GaussianNoAmplification => {
+            require_open_unit("delta_iter", delta_iter)?;
+            let sigma = (2.0 * (1.25 / delta_iter).ln()).sqrt() / epsilon_iter;
+            0.5 / (sigma * sigma)
+        }
+    };
+    let rho = rho_step * steps as f64;
+    Ok(rho + 2.0 * (rho * (1.0 / delta_total).ln()).sqrt())
+}
+
+/// Which composition theorem an [`ApproxDpAccountant`] applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompositionTheorem {
+    /// Basic composition only.
+    Basic,
+    /// Advanced composition only (heterogeneous form).
+    Advanced,
+    /// The smaller of the two at each query (both are valid). Default.
+    Best,
+}
+
+/// Settings of an [`ApproxDpAccountant`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApproxDpConfig {
+    /// The composition theorem. Default [`CompositionTheorem::Best`].
+    pub theorem: CompositionTheorem,
+    /// The amplification bound for `PoissonSampled` events. Default [`Amplification::Tight`].
+    pub amplification: Amplification,
+    /// The neighbouring relation. Default add-or-remove-one.
+    pub relation: NeighbouringRelation,
+}
+
+impl Default for ApproxDpConfig {
+    fn default() -> Self {
+        ApproxDpConfig {
+            theorem: CompositionTheorem::Best,
+            amplification: Amplification::Tight,
+            relation: NeighbouringRelation::AddOrRemoveOne,
+        }
+    }
+}
+
+impl ApproxDpConfig {
+    /// Builds the accountant.
+    pub fn build(self) -> Result<ApproxDpAccountant> {
+        Ok(ApproxDpAccountant { ledger: Ledger::new(self.relation), steps: Vec::new(), config: self })
+    }
+}
+
+/// Accountant for mechanisms known by their (ε, δ): basic and advanced composition.
+///
+/// Supported events: `EpsilonDelta`, `Laplace` (1/b-DP), `Exponential` (ε-DP),
+/// `PoissonSampled` of these (amplified; add/remove only), and any
+/// `SelfComposed`/`Composed` of them.
+///
+/// # Privacy
+/// Advanced composition in its heterogeneous form (Dwork, Rothblum, Vadhan 2010, FOCS,
+/// Thm III.3; Kairouz, Oh, Viswanath 2015 Thm 3.5 is tighter):
+/// `ε′ = √(2 ln(1/δ′) Σ kᵢεᵢ²) + Σ kᵢεᵢ(e^{εᵢ} − 1)`, `δ = Σ kᵢδᵢ + δ′`; for identical
+/// steps it is Dwork & Roth Thm 3.20. The whole δ budget left after `Σ kᵢδᵢ` is given to δ′.
+#[derive(Clone, Debug)]
+pub struct ApproxDpAccountant {
+    config: ApproxDpConfig,
+    /// (ε, δ, count) of each composed step.
+    steps: Vec<(f64, f64, f64)>,
+    ledger: Ledger,
+}
+
+impl ApproxDpAccountant {
+    /// An accountant with the given config.
+    pub fn new(config: ApproxDpConfig) -> Result<Self> {
+        config.build()
+    }
+
+    fn collect(&self, event: &DpEvent, count: f64, out: &mut Vec<(f64, f64, f64)>) -> Result<()> {
+        match event {
+            DpEvent::NoOp => Ok(()),
+            DpEvent::SelfComposed { event, count: inner } => self.collect(event, count * *inner as f64, out),
+            DpEvent::Composed { events } => events.iter().try_for_each(|e| self.collect(e, count, out)),
+            DpEvent::EpsilonDelta { epsilon, delta } => {
+                out.push((*epsilon, *delta, count));
+                Ok(())
+            }
+            DpEvent::Laplace { noise_multiplier } => {
+                out.push((1.0 / noise_multiplier, 0.0, count));
+                Ok(())
+            }
+            DpEvent::Exponential { epsilon } => {
+                out.push((*epsilon, 0.0, count));
+                Ok(())
+            }
+            DpEvent::PoissonSampled { sampling_rate, event: inner } => {
+                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
+                    return Err(unsupported("approx-dp", event, "amplification is for add-or-remove-one neighbours"));
+                }
+                let mut inner_steps = Vec::new();
+                self.collect(inner, 1.0, &mut inner_steps)?;
+                let (eps, delta) = basic_composition(
+                    &inner_steps.iter().map(|&(e, d, c)| (e * c, d * c)).collect::<Vec<_>>(),
+                );
+                let (eps, delta) = amplify(eps, delta.min(1.0), *sampling_rate, self.config.amplification)
+                    .map_err(|e| unsupported("approx-dp", event, &e.to_string()))?;
+                out.push((eps, delta, count));
+                Ok(())
+            }
+            other => Err(unsupported("approx-dp", other, "it has no (epsilon, delta) description; use the rdp, pld or zcdp accountant")),
+        }
+    }
+
+    fn spent_delta(&self) -> f64 {
+        self.steps.iter().map(|&(_, d, c)| d * c).sum()
+    }
+
+    fn basic_epsilon(&self) -> f64 {
+        self.steps.iter().map(|&(e, _, c)| e * c).sum()
+    }
+
+    /// (Σ kε², Σ kε(e^ε − 1)).
+    fn advanced_terms(&self) -> (f64, f64) {
+        self.steps.iter().fold((0.0, 0.0), |acc, &(e, _, c)| {
+            (acc.0 + c * e * e, acc.1 + c * e * e.exp_m1())
+        })
+    }
+}
+
+impl Accountant for ApproxDpAccountant {
+    fn name(&self) -> &'static str {
+        "approx-dp"
+    }
+
+    fn relation(&self) -> NeighbouringRelation {
+        self.config.relation
+    }
+
+    fn supports(&self, event: &DpEvent) -> Result<()> {
+        check_composable(event)?;
+        self.collect(event, 1.0, &mut Vec::new())
+    }
+
+    fn compose(&mut self, event: &DpEvent, count: u64) -> Result<()> {
+        check_composable(event)?;
+        let mut new_steps = Vec::new();
+        self.collect(event, count as f64, &mut new_steps)?;
+        self.steps.extend(new_steps);
+        self.ledger.record(event.clone(), count);
+        Ok(())
+    }
+
+    fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    fn epsilon_report(&self, target_delta: f64) -> Result<PrivacyReport> {
+        check_target_delta(target_delta)?;
+        let spent = self.spent_delta();
+        let mut report = PrivacyReport {
+            accountant: "approx-dp".to_string(),
+            epsilon: f64::INFINITY,
+            delta: target_delta,
+            order: None,
+            guarantee: Guarantee::UpperBound,
+            warnings: Vec::new(),
+        };
+        if spent > target_delta {
+            report.warnings.push(format!("the composed events already spend delta {spent}"));
+            return Ok(report);
+        }
+        let basic = self.basic_epsilon();
+        let delta_prime = target_delta - spent;
+        let advanced = if delta_prime > 0.0 {
+            let (sq, lin) = self.advanced_terms();
+            (2.0 * (1.0 / delta_prime).ln() * sq).sqrt() + lin
+        } else {
+            f64::INFINITY
+        };
+        report.epsilon = match self.config.theorem {
+            CompositionTheorem::Basic => basic,
+            CompositionTheorem::Advanced => advanced,
+            CompositionTheorem::Best => basic.min(advanced),
+        };
+        Ok(report)
+    }
+
+    fn delta(&self, target_epsilon: f64) -> Result<f64> {
+        check_target_epsilon(target_epsilon)?;
+        let spent = self.spent_delta();
+        let basic = if self.basic_epsilon() <= target_epsilon { spent } else { 1.0 };
+        let (sq, lin) = self.advanced_terms();
+        let advanced = if sq == 0.0 {
+            spent
+        } else if target_epsilon > lin {
+            // ε = √(2 ln(1/δ′)·sq) + lin  ⇒  δ′ = exp(−(ε − lin)²/(2 sq)).
+            spent + (-(target_epsilon - lin).powi(2) / (2.0 * sq)).exp()
+        } else {
+            1.0
+        };
+        let delta = match self.config.theorem {
+            CompositionTheorem::Basic => basic,
+            CompositionTheorem::Advanced => advanced,
+            CompositionTheorem::Best => basic.min(advanced),
+        };
+        Ok(delta.min(1.0))
+    }
+}

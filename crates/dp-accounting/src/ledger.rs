@@ -1,0 +1,164 @@
+//! The ledger of a run and the budget filter that guards it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::accountant::Accountant;
+use crate::error::{require_non_negative, require_open_unit, Error, Result};
+use crate::event::{DpEvent, NeighbouringRelation};
+
+/// One composed event and how many times it was composed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// The event.
+    pub event: DpEvent,
+    /// The count it was composed with.
+    pub count: u64,
+}
+
+/// Everything composed into an accountant, in order: serialisable to JSON and replayable
+/// into any accountant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// The neighbouring relation the events were accounted under.
+    pub relation: NeighbouringRelation,
+    /// The composed events.
+    pub entries: Vec<LedgerEntry>,
+}
+
+impl Ledger {
+    /// An empty ledger.
+    pub fn new(relation: NeighbouringRelation) -> Self {
+        Ledger { relation, entries: Vec::new() }
+    }
+
+    /// Appends an entry; consecutive identical events merge their counts.
+    pub fn record(&mut self, event: DpEvent, count: u64) {
+        if let Some(last) = self.entries.last_mut() {
+            if last.event == event {
+                last.count = last.count.saturating_add(count);
+                return;
+            }
+        }
+        self.entries.push(LedgerEntry { event, count });
+    }
+
+    /// The whole ledger as one event tree.
+    pub fn to_event(&self) -> DpEvent {
+        DpEvent::Composed {
+            events: self
+                .entries
+                .iter()
+                .map(|e| DpEvent::self_composed(e.event.clone(), e.count))
+                .collect(),
+        }
+    }
+
+    /// Composes every entry into `accountant` (which must use the same relation).
+    pub fn replay(&self, accountant: &mut dyn Accountant) -> Result<()> {
+        if accountant.relation() != self.relation {
+            return Err(Error::Unsupported {
+                accountant: accountant.name(),
+                event: "ledger".to_string(),
+                reason: format!(
+                    "the ledger was kept under {} neighbours, the accountant uses {}",
+                    self.relation,
+                    accountant.relation()
+                ),
+            });
+        }
+        for entry in &self.entries {
+            accountant.compose(&entry.event, entry.count)?;
+        }
+        Ok(())
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> Result<String> {
+        serde_json::to_string_pretty(self).map_err(|e| Error::Serialization(e.to_string()))
+    }
+
+    /// Parses JSON written by [`to_json`](Self::to_json), validating every event.
+    pub fn from_json(json: &str) -> Result<Self> {
+        let ledger: Ledger =
+            serde_json::from_str(json).map_err(|e| Error::Serialization(e.to_string()))?;
+        for entry in &ledger.entries {
+            entry.event.validate()?;
+        }
+        Ok(ledger)
+    }
+}
+
+/// A privacy budget (ε, δ).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// The largest ε allowed at `delta`.
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+}
+
+impl Budget {
+    /// A validated budget.
+    pub fn new(epsilon: f64, delta: f64) -> Result<Self> {
+        require_non_negative("epsilon", epsilon)?;
+        require_open_unit("delta", delta)?;
+        Ok(Budget { epsilon, delta })
+    }
+}
+
+/// An accountant that refuses any composition that would take ε past a budget.
+///
+/// `try_compose` composes into a scratch copy first; the real state changes only when
+/// the result still fits, so a refused event leaves no trace.
+#[derive(Clone, Debug)]
+pub struct BudgetFilter<A> {
+    accountant: A,
+    budget: Budget,
+}
+
+impl<A: Accountant + Clone> BudgetFilter<A> {
+    /// Wraps `accountant` (which may already hold events) with `budget`.
+    pub fn new(accountant: A, budget: Budget) -> Self {
+        BudgetFilter { accountant, budget }
+    }
+
+    /// Whether `event` × `count` would still fit, and the ε it would reach.
+    pub fn would_fit(&self, event: &DpEvent, count: u64) -> Result<(bool, f64)> {
+        let mut scratch = self.accountant.clone();
+        scratch.compose(event, count)?;
+        let epsilon = scratch.epsilon(self.budget.delta)?;
+        Ok((epsilon <= self.budget.epsilon, epsilon))
+    }
+
+    /// Composes `event` × `count` if it fits; otherwise [`Error::BudgetExceeded`] and no
+    /// state change.
+    pub fn try_compose(&mut self, event: &DpEvent, count: u64) -> Result<f64> {
+        let mut scratch = self.accountant.clone();
+        scratch.compose(event, count)?;
+        let epsilon = scratch.epsilon(self.budget.delta)?;
+        if epsilon > self.budget.epsilon {
+            return Err(Error::BudgetExceeded {
+                epsilon,
+                budget_epsilon: self.budget.epsilon,
+                delta: self.budget.delta,
+            });
+        }
+        self.accountant = scratch;
+        Ok(epsilon)
+    }
+
+    /// ε spent so far at the budget's δ.
+    pub fn spent(&self) -> Result<f64> {
+        self.accountant.epsilon(self.budget.delta)
+    }
+
+    /// The wrapped accountant.
+    pub fn accountant(&self) -> &A {
+        &self.accountant
+    }
+
+    /// The budget.
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+}

@@ -1,0 +1,63 @@
+//! Privacy accounting for differentially private machine learning.
+//!
+//! * [`DpEvent`] describes what a mechanism did, as serialisable data.
+//! * [`Accountant`] is the one trait every accountant implements: a dry-run
+//!   [`supports`](Accountant::supports), [`compose`](Accountant::compose),
+//!   [`epsilon`](Accountant::epsilon) and [`delta`](Accountant::delta).
+//! * [`RdpAccountant`] — Rényi DP with the Opacus, dp_accounting, TF and integer order
+//!   grids, exact or conservative fractional orders, classic or improved conversion.
+//! * [`PldAccountant`] — privacy loss distributions with pessimistic connect-the-dots
+//!   discretisation and FFT composition: the tight reference.
+//! * [`GdpAccountant`] — the Gaussian-DP central limit theorem of Bu, Dong, Long & Su; an
+//!   asymptotic approximation, labelled so in every report.
+//! * [`ZcdpAccountant`] and [`ApproxDpAccountant`] — zCDP and the basic/advanced
+//!   composition theorems, with amplification by subsampling.
+//! * [`calibrate_noise`] and [`calibrate_steps`] — noise multiplier or step count for a
+//!   target (ε, δ), never overshooting.
+//! * [`Ledger`] and [`BudgetFilter`] — the record of a run and a guard that refuses the
+//!   event that would exceed a budget.
+//!
+//! # Example
+//!
+//! ε of DP-SGD on MNIST (q = 256/60000, σ = 1.1, 60 epochs) under two accountants:
+//!
+//! ```
+//! use dp_accounting::{Accountant, DpEvent, PldAccountant, PldConfig, RdpConfig};
+//!
+//! let event = DpEvent::dp_sgd(256.0 / 60000.0, 1.1, 14062);
+//! let mut rdp = RdpConfig::default().build()?;
+//! rdp.compose(&event, 1)?;
+//! let mut pld = PldConfig::default().build()?;
+//! pld.compose(&event, 1)?;
+//! let (eps_rdp, eps_pld) = (rdp.epsilon(1e-5)?, pld.epsilon(1e-5)?);
+//! assert!(eps_pld < eps_rdp && eps_rdp < 2.6);
+//! # Ok::<(), dp_accounting::Error>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod accountant;
+mod calibrate;
+mod composition;
+mod error;
+mod event;
+pub mod gdp;
+mod ledger;
+mod logspace;
+pub mod pld;
+pub mod rdp;
+mod zcdp;
+
+pub use accountant::{Accountant, Guarantee, PrivacyReport};
+pub use calibrate::{calibrate_noise, calibrate_steps, Calibrated, CalibrationOptions};
+pub use composition::{
+    advanced_composition, amplify, basic_composition, dpd_ac_epsilon, dpd_zcdp_epsilon,
+    Amplification, ApproxDpAccountant, ApproxDpConfig, CompositionTheorem, ZcdpReading,
+};
+pub use error::{Error, Result};
+pub use event::{DpEvent, NeighbouringRelation};
+pub use gdp::{GdpAccountant, GdpConfig};
+pub use ledger::{Budget, BudgetFilter, Ledger, LedgerEntry};
+pub use pld::{PldAccountant, PldConfig};
+pub use rdp::{Conversion, FractionalSeries, OrderGrid, RdpAccountant, RdpConfig};
+pub use zcdp::{zcdp_to_epsilon, ZcdpAccountant, ZcdpConfig, ZcdpConversion};
