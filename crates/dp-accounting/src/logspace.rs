@@ -1,6 +1,8 @@
 //! Log-space arithmetic and Gaussian tail functions that stay accurate far into the tails.
 
-use statrs::function::erf::erfc;
+// libm's erfc (FreeBSD msun port) is accurate to ~1 ulp; statrs' is off by up to ~4e-11
+// relative in the moderate tail, which shows in the 10th digit of ε.
+use libm::erfc;
 
 /// `ln(e^x + e^y)`; `-inf` is the additive identity.
 pub(crate) fn log_add(x: f64, y: f64) -> f64 {
@@ -109,7 +111,7 @@ mod tests {
         ];
         for (x, want) in cases {
             let got = log_ndtr(x);
-            assert!(((got - want) / want).abs() < 1e-12, "x={x}: {got} vs {want}");
+            assert!(((got - want) / want).abs() < 1e-13, "x={x}: {got} vs {want}");
         }
     }
 

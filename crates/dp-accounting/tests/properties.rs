@@ -1,0 +1,101 @@
+//! Property tests: monotonicity, calibration never overshoots, RDP never below PLD.
+
+use dp_accounting::{
+    calibrate_noise, calibrate_steps, Accountant, CalibrationOptions, DpEvent, PldConfig,
+    RdpConfig,
+};
+use proptest::prelude::*;
+
+fn rdp_epsilon(q: f64, sigma: f64, steps: u64) -> f64 {
+    let mut acc = RdpConfig::default().build().expect("default config is valid");
+    acc.compose(&DpEvent::dp_sgd(q, sigma, steps), 1).expect("valid event");
+    acc.epsilon(1e-5).expect("valid delta")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn epsilon_monotone_in_steps_and_rate_antitone_in_sigma(
+        q in 1e-4f64..0.5, sigma in 0.5f64..5.0, steps in 1u64..5000, extra in 1u64..5000,
+        dq in 1e-5f64..0.3, dsigma in 0.01f64..2.0,
+    ) {
+        let base = rdp_epsilon(q, sigma, steps);
+        prop_assert!(rdp_epsilon(q, sigma, steps + extra) >= base);
+        prop_assert!(rdp_epsilon((q + dq).min(1.0), sigma, steps) >= base);
+        prop_assert!(rdp_epsilon(q, sigma + dsigma, steps) <= base);
+    }
+
+    #[test]
+    fn calibrated_sigma_never_overshoots(
+        target in 0.3f64..10.0, q in 1e-3f64..0.1, steps in 10u64..3000,
+    ) {
+        let calibrated = calibrate_noise(
+            || RdpConfig::default().build(),
+            |s| DpEvent::dp_sgd(q, s, steps),
+            target,
+            1e-5,
+            CalibrationOptions::default(),
+        ).expect("calibration succeeds");
+        prop_assert!(calibrated.epsilon <= target);
+        prop_assert!(rdp_epsilon(q, calibrated.value, steps) <= target);
+        // And it is tight: 0.1% less noise exceeds the target.
+        prop_assert!(rdp_epsilon(q, calibrated.value * 0.999, steps) > target);
+    }
+
+    #[test]
+    fn calibrated_steps_never_overshoot(target in 0.5f64..8.0, q in 1e-3f64..0.05, sigma in 0.7f64..3.0) {
+        let make = || RdpConfig::default().build();
+        let got = calibrate_steps(make, |t| DpEvent::dp_sgd(q, sigma, t), target, 1e-5)
+            .expect("calibration succeeds");
+        prop_assume!(got.value > 0);
+        prop_assert!(rdp_epsilon(q, sigma, got.value) <= target);
+        prop_assert!(rdp_epsilon(q, sigma, got.value + 1) > target);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+
+    #[test]
+    fn rdp_never_below_pld(q in 1e-3f64..0.1, sigma in 0.6f64..3.0, steps in 10u64..2000) {
+        let mut pld = PldConfig::default().build().expect("valid");
+        pld.compose(&DpEvent::dp_sgd(q, sigma, steps), 1).expect("valid");
+        prop_assert!(pld.epsilon(1e-5).expect("valid") <= rdp_epsilon(q, sigma, steps));
+    }
+}
+
+/// A ledger replays into a fresh accountant to the same ε, and a budget filter refuses
+/// the step that would overrun without changing state.
+#[test]
+fn ledger_replay_and_budget_filter() -> dp_accounting::Result<()> {
+    use dp_accounting::{Budget, BudgetFilter, Error, Ledger};
+    let mut acc = RdpConfig::default().build()?;
+    acc.compose(&DpEvent::dp_sgd(0.01, 1.0, 100), 1)?;
+    acc.compose(&DpEvent::laplace(5.0), 2)?;
+    let json = acc.ledger().to_json()?;
+    let ledger = Ledger::from_json(&json)?;
+    let mut replayed = RdpConfig::default().build()?;
+    ledger.replay(&mut replayed)?;
+    assert_eq!(replayed.epsilon(1e-5)?, acc.epsilon(1e-5)?);
+    assert!(Ledger::from_json("{\"relation\":\"add_or_remove_one\",\"entries\":[{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":-1},\"count\":1}]}").is_err());
+
+    let step = DpEvent::poisson_sampled(0.01, DpEvent::gaussian(1.0));
+    let mut filter = BudgetFilter::new(RdpConfig::default().build()?, Budget::new(2.0, 1e-5)?);
+    let mut accepted = 0;
+    loop {
+        match filter.try_compose(&step, 10) {
+            Ok(_) => accepted += 1,
+            Err(Error::BudgetExceeded { epsilon, .. }) => {
+                assert!(epsilon > 2.0);
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    assert!(accepted > 0 && filter.spent()? <= 2.0);
+    let spent = filter.spent()?;
+    assert!(filter.try_compose(&step, 10).is_err());
+    assert_eq!(filter.spent()?, spent, "a refused event leaves no trace");
+    Ok(())
+}

@@ -3,8 +3,6 @@
 use realfft::num_complex::Complex;
 use realfft::RealFftPlanner;
 
-use crate::logspace::log_add;
-
 /// A sub-probability mass function over privacy losses `(lower + i)·interval`, plus the
 /// mass at loss +∞.
 #[derive(Clone, Debug, PartialEq)]

@@ -20,6 +20,9 @@ pub enum FractionalSeries {
 /// Iterations after which the fractional series is declared divergent (dp_accounting's
 /// limit); the order then reports +∞, which excludes it from the minimum.
 const MAX_SERIES_TERMS: usize = 1000;
+/// The signed (exact) series has no cap in Opacus or TF; its terms decay only
+/// polynomially (like i^{−α−2}) once i passes z0, so moderate σ can need thousands.
+const MAX_SIGNED_SERIES_TERMS: usize = 1_000_000;
 
 /// RDP at order α of the Poisson-subsampled Gaussian with rate q and noise multiplier σ
 /// (sensitivity 1, add/remove neighbours).
@@ -89,7 +92,7 @@ fn log_a_fractional_signed(q: f64, sigma: f64, alpha: f64) -> f64 {
     // |C(α, i)| and its sign, updated term by term: C(α, i) = C(α, i−1)(α − i + 1)/i.
     let mut log_abs_coef = 0.0;
     let mut coef_positive = true;
-    for i in 0..MAX_SERIES_TERMS {
+    for i in 0..MAX_SIGNED_SERIES_TERMS {
         let i_f = i as f64;
         if i > 0 {
             let factor = alpha - i_f + 1.0;
