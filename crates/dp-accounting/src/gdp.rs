@@ -248,7 +248,7 @@ impl Accountant for GdpAccountant {
         let mut warnings = Vec::new();
         if self.asymptotic {
             warnings.push(format!(
-                "central-limit approximation (mu = {:.6}): asymptotic, not an upper bound; it can under-report epsilon",
+                "central-limit approximation (mu = {:.6e}): asymptotic, not an upper bound; it can under-report epsilon",
                 self.mu()
             ));
         }

@@ -41,6 +41,7 @@ mod calibrate;
 mod composition;
 mod error;
 mod event;
+mod kind;
 pub mod gdp;
 mod ledger;
 mod logspace;
@@ -57,6 +58,7 @@ pub use composition::{
 pub use error::{Error, Result};
 pub use event::{DpEvent, NeighbouringRelation};
 pub use gdp::{GdpAccountant, GdpConfig};
+pub use kind::AccountantKind;
 pub use ledger::{Budget, BudgetFilter, Ledger, LedgerEntry};
 pub use pld::{PldAccountant, PldConfig};
 pub use rdp::{Conversion, FractionalSeries, OrderGrid, RdpAccountant, RdpConfig};

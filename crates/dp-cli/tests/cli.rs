@@ -1,0 +1,117 @@
+//! End-to-end tests of the `dp` binary: snapshots of its output, exit codes on bad input.
+
+use std::process::{Command, Output};
+
+fn dp(args: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dp"))
+        .args(args.split_whitespace())
+        .output()
+        .expect("the dp binary runs")
+}
+
+fn stdout(args: &str) -> String {
+    let out = dp(args);
+    assert!(out.status.success(), "dp {args}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// MNIST settings of the TF Privacy tutorial and the GDP paper: B = 256 of 60000,
+/// σ ∈ {0.7, 1.1, 1.3}, 15 and 60 epochs, all accountants.
+#[test]
+fn account_all_mnist_snapshots() {
+    for sigma in ["0.7", "1.1", "1.3"] {
+        for epochs in ["15", "60"] {
+            let args = format!(
+                "account --dataset-size 60000 --batch-size 256 --epochs {epochs} --sigma {sigma} --delta 1e-5 --accountant all"
+            );
+            insta::assert_snapshot!(format!("account_all_sigma{sigma}_epochs{epochs}"), stdout(&args));
+        }
+    }
+}
+
+#[test]
+fn account_json_has_the_documented_fields() {
+    let text = stdout("account --q 0.0042667 --sigma 1.1 --steps 14062 --delta 1e-5 --json");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(value["accountant"], "rdp");
+    assert_eq!(value["order"], 8.1);
+    assert_eq!(value["delta"], 1e-5);
+    let eps = value["epsilon"].as_f64().expect("number");
+    assert!((eps - 2.5966).abs() < 1e-3, "{eps}");
+
+    let all = stdout("account --q 0.0042667 --sigma 1.1 --steps 14062 --delta 1e-5 --json --accountant all");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&all).expect("json array");
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["accountant"].as_str()).collect();
+    assert_eq!(names, ["rdp", "rdp-classic", "pld", "gdp"]);
+    assert!(rows.iter().all(|r| r["epsilon"].is_number() && r["delta"].is_number()));
+    assert_eq!(rows[3]["guarantee"], "asymptotic");
+}
+
+#[test]
+fn calibrate_reproduces_opacus_and_never_overshoots() {
+    let text = stdout("calibrate --target-epsilon 8 --delta 1e-5 --q 0.04 --epochs 90 --opacus-search --json");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(value["sigma"], 1.416015625);
+    assert_eq!(value["steps"], 2250);
+    insta::assert_snapshot!(
+        "calibrate_all",
+        stdout("calibrate --target-epsilon 8 --delta 1e-5 --q 0.04 --epochs 90 --accountant all --tolerance 1e-4")
+    );
+    let steps = stdout("calibrate --target-epsilon 3 --delta 1e-5 --q 0.004 --sigma 1.1 --json");
+    let value: serde_json::Value = serde_json::from_str(&steps).expect("json");
+    assert!(value["epsilon"].as_f64().expect("number") <= 3.0);
+    assert!(value["steps"].as_u64().expect("integer") > 10_000);
+}
+
+/// Bad input: one line on stderr naming the problem, exit code 2, never a panic.
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let cases = [
+        ("account --q 1.5 --sigma 1 --steps 10 --delta 1e-5", "--q"),
+        ("account --q 0 --sigma 1 --steps 10 --delta 1e-5", "--q"),
+        ("account --q 0.01 --sigma 0 --steps 10 --delta 1e-5", "--sigma"),
+        ("account --q 0.01 --sigma -1 --steps 10 --delta 1e-5", "--sigma"),
+        ("account --q 0.01 --sigma NaN --steps 10 --delta 1e-5", "--sigma"),
+        ("account --q 0.01 --sigma 1 --steps 0 --delta 1e-5", "--steps"),
+        ("account --q 0.01 --sigma 1 --steps 10 --delta 1", "--delta"),
+        ("account --q 0.01 --sigma 1 --steps 10 --delta 0", "--delta"),
+        ("account --q 0.01 --sigma 1 --steps 10 --delta nan", "--delta"),
+        ("account --q 0.01 --sigma 1 --delta 1e-5", "--steps"),
+        ("account --sigma 1 --steps 10 --delta 1e-5", "--q"),
+        ("account --q 0.01 --steps 10 --delta 1e-5", "--sigma"),
+        ("account --q 0.01 --sigma 1 --steps 10 --epochs 3 --delta 1e-5", "--epochs"),
+        ("account --q 0.01 --sigma 1 --steps -3 --delta 1e-5", "-3"),
+        ("account --q 0.01 --sigma 1 --steps 10 --delta 1e-5 --accountant nope", "nope"),
+        ("account --dataset-size 100 --batch-size 200 --sigma 1 --steps 10 --delta 1e-5", "--batch-size"),
+        ("account --q 0.01 --sigma 1 --steps 10 --delta 1e-5 --sampling without-replacement", "without-replacement"),
+        ("account --q 0.01 --sigma 1 --epochs inf --delta 1e-5", "--epochs"),
+        ("calibrate --target-epsilon -1 --delta 1e-5 --q 0.01 --steps 10", "--target-epsilon"),
+        ("calibrate --target-epsilon 1 --delta 1e-5 --q 0.01", "--steps"),
+        ("account --q 0.5 --sigma 1 --steps 18446744073709551615 --delta 1e-5 --accountant pld", "grid"),
+        ("frobnicate", "frobnicate"),
+    ];
+    for (args, needle) in cases {
+        let out = dp(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "dp {args}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "dp {args}: {stderr}");
+        assert!(stderr.contains(needle), "dp {args}: {stderr} should name {needle}");
+        assert!(out.stdout.is_empty(), "dp {args}");
+    }
+}
+
+/// Without-replacement sampling uses replace-one neighbours; PLD declines it.
+#[test]
+fn without_replacement_sampling() {
+    let text = stdout(
+        "account --dataset-size 60000 --batch-size 256 --steps 1000 --sigma 1.1 --delta 1e-5 --sampling without-replacement --accountant all",
+    );
+    insta::assert_snapshot!("account_without_replacement", text);
+}
+
+#[test]
+fn help_exits_zero() {
+    let out = dp("--help");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("calibrate"));
+}

@@ -153,33 +153,37 @@ impl PldAccountant {
     }
 
     /// (remove, add) discretised PLDs of one leaf.
-    fn leaf_pmfs(&self, leaf: &Leaf) -> (LossPmf, LossPmf) {
+    fn leaf_pmfs(&self, leaf: &Leaf) -> Result<(LossPmf, LossPmf)> {
         let interval = self.config.value_discretization_interval;
         match *leaf {
             Leaf::PureOrApprox { epsilon, delta } => {
-                let pmf = epsilon_delta_pmf(epsilon, delta, interval);
-                (pmf.clone(), pmf)
+                let pmf = epsilon_delta_pmf(epsilon, delta, interval)?;
+                Ok((pmf.clone(), pmf))
             }
             Leaf::Mechanism { noise, sampling_rate } => {
                 let degenerate = match noise {
                     Noise::Gaussian { sigma } => sigma == 0.0,
                     Noise::Laplace { scale } => scale == 0.0,
                 };
-                if sampling_rate == 0.0 {
-                    return (LossPmf::identity(interval), LossPmf::identity(interval));
+                let silent = match noise {
+                    Noise::Gaussian { sigma } => sigma.is_infinite(),
+                    Noise::Laplace { scale } => scale.is_infinite(),
+                };
+                if sampling_rate == 0.0 || silent {
+                    return Ok((LossPmf::identity(interval), LossPmf::identity(interval)));
                 }
                 if degenerate {
                     let leak = LossPmf { interval, lower: 0, probs: vec![0.0], infinity_mass: sampling_rate };
-                    return (leak.clone(), leak);
+                    return Ok((leak.clone(), leak));
                 }
                 let make = |direction| {
                     SubsampledMechanism { noise, sampling_rate, direction }
                         .connect_the_dots(interval, self.config.log_mass_truncation_bound)
                 };
-                let remove = make(Direction::Remove);
+                let remove = make(Direction::Remove)?;
                 // Without sampling the two directions have the same PLD (symmetric noise).
-                let add = if sampling_rate == 1.0 { remove.clone() } else { make(Direction::Add) };
-                (remove, add)
+                let add = if sampling_rate == 1.0 { remove.clone() } else { make(Direction::Add)? };
+                Ok((remove, add))
             }
         }
     }
@@ -204,16 +208,18 @@ impl Accountant for PldAccountant {
         let mut leaves = Vec::new();
         self.leaves(event, count, &mut leaves)?;
         let tail = self.config.tail_mass_truncation;
+        // Build everything first so that a failure leaves the accountant unchanged.
+        let (mut remove, mut add) = (self.remove.clone(), self.add.clone());
         for (leaf, leaf_count) in &leaves {
             if *leaf_count == 0 {
                 continue;
             }
-            let (remove, add) = self.leaf_pmfs(leaf);
-            let remove = remove.self_compose(*leaf_count, tail);
-            let add = add.self_compose(*leaf_count, tail);
-            self.remove = self.remove.compose(&remove, tail);
-            self.add = self.add.compose(&add, tail);
+            let (leaf_remove, leaf_add) = self.leaf_pmfs(leaf)?;
+            remove = remove.compose(&leaf_remove.self_compose(*leaf_count, tail)?, tail)?;
+            add = add.compose(&leaf_add.self_compose(*leaf_count, tail)?, tail)?;
         }
+        self.remove = remove;
+        self.add = add;
         self.ledger.record(event.clone(), count);
         Ok(())
     }

@@ -5,7 +5,8 @@
 // relative in the moderate tail, which shows in the 10th digit of ε.
 use libm::erfc;
 
-use super::pmf::LossPmf;
+use super::pmf::{LossPmf, MAX_GRID_POINTS};
+use crate::error::{Error, Result};
 use crate::logspace::log_ndtr;
 
 /// Which of the two neighbouring pairs of a subsampled mechanism.
@@ -171,8 +172,15 @@ impl SubsampledMechanism {
     /// therefore dominates the true curve (δ(ε) is convex in e^ε). Below ε₀ the line to
     /// (e^ε = 0, δ = 1) and above εₙ the constant δ(εₙ), moved to +∞, are also
     /// pessimistic, so truncation never reduces δ.
-    pub fn connect_the_dots(&self, interval: f64, log_tail: f64) -> LossPmf {
+    pub fn connect_the_dots(&self, interval: f64, log_tail: f64) -> Result<LossPmf> {
         let (lo_loss, hi_loss) = self.loss_bounds(log_tail);
+        let points = (hi_loss - lo_loss) / interval;
+        if !(points.is_finite() && points < MAX_GRID_POINTS as f64) {
+            return Err(Error::Numerical(format!(
+                "the privacy loss of {self:?} spans [{lo_loss}, {hi_loss}], more than {MAX_GRID_POINTS} \
+                 grid points at interval {interval}; use a coarser value_discretization_interval"
+            )));
+        }
         let lower = (lo_loss / interval).floor() as i64;
         let upper = ((hi_loss / interval).ceil() as i64).max(lower + 1);
         let n = (upper - lower + 1) as usize;
@@ -189,7 +197,7 @@ impl SubsampledMechanism {
         slopes.push(0.0);
         let probs: Vec<f64> =
             (0..n).map(|j| (eps[j].exp() * (slopes[j] - slopes[j + 1])).max(0.0)).collect();
-        LossPmf { interval, lower, probs, infinity_mass: deltas[n - 1] }
+        Ok(LossPmf { interval, lower, probs, infinity_mass: deltas[n - 1] })
     }
 }
 
@@ -214,7 +222,12 @@ fn standard_normal_quantile_of_log(log_p: f64) -> f64 {
 /// # Privacy
 /// Kairouz, Oh, Viswanath 2015 (ICML, arXiv 1311.0776) Thm 2.1: every (ε, δ)-DP
 /// mechanism is a post-processing of this randomized response, so its PLD dominates.
-pub(crate) fn epsilon_delta_pmf(epsilon: f64, delta: f64, interval: f64) -> LossPmf {
+pub(crate) fn epsilon_delta_pmf(epsilon: f64, delta: f64, interval: f64) -> Result<LossPmf> {
+    if 2.0 * epsilon / interval >= MAX_GRID_POINTS as f64 {
+        return Err(Error::Numerical(format!(
+            "epsilon {epsilon} spans more than {MAX_GRID_POINTS} grid points at interval {interval}"
+        )));
+    }
     let up = |x: f64| (x / interval).ceil() as i64;
     let (lo_idx, hi_idx) = (up(-epsilon), up(epsilon));
     let n = (hi_idx - lo_idx + 1) as usize;
@@ -222,5 +235,5 @@ pub(crate) fn epsilon_delta_pmf(epsilon: f64, delta: f64, interval: f64) -> Loss
     let e = epsilon.exp();
     probs[0] += (1.0 - delta) / (1.0 + e);
     probs[n - 1] += (1.0 - delta) * e / (1.0 + e);
-    LossPmf { interval, lower: lo_idx, probs, infinity_mass: delta }
+    Ok(LossPmf { interval, lower: lo_idx, probs, infinity_mass: delta })
 }

@@ -3,6 +3,11 @@
 use realfft::num_complex::Complex;
 use realfft::RealFftPlanner;
 
+use crate::error::{Error, Result};
+
+/// The largest PMF (in grid points) the accountant will build: 2^25 doubles is 256 MiB.
+pub(crate) const MAX_GRID_POINTS: usize = 1 << 25;
+
 /// A sub-probability mass function over privacy losses `(lower + i)·interval`, plus the
 /// mass at loss +∞.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,10 +93,19 @@ impl LossPmf {
 
     /// Bounds `[lo, hi]` (in grid indices relative to `count · lower`) that hold all but
     /// `tail_mass` of the `count`-fold composition, by Chernoff bounds on each side.
-    fn composed_window(&self, count: u64, tail_mass: f64) -> (i64, i64) {
+    fn composed_window(&self, count: u64, tail_mass: f64) -> Result<(i64, i64)> {
         let k = count as f64;
-        let n = self.probs.len() as i64;
-        let full = (0, (n - 1) * count as i64);
+        let too_long = || {
+            Error::Numerical(format!(
+                "{count} compositions of a {}-point distribution exceed the PLD grid limit",
+                self.probs.len()
+            ))
+        };
+        let full_hi = i64::try_from(self.probs.len() - 1)
+            .ok()
+            .zip(i64::try_from(count).ok())
+            .and_then(|(n, c)| n.checked_mul(c))
+            .ok_or_else(too_long)?;
         let log_half_tail = (tail_mass / 2.0).ln();
         let mut hi_loss = f64::INFINITY;
         let mut lo_loss = f64::NEG_INFINITY;
@@ -104,35 +118,39 @@ impl LossPmf {
             lo_loss = lo_loss.max(-(k * self.log_mgf(-t) - log_half_tail) / t);
         }
         let base = self.lower as f64 * k;
-        let lo = ((lo_loss / self.interval) - base).floor();
-        let hi = ((hi_loss / self.interval) - base).ceil();
-        let lo = if lo.is_finite() { (lo as i64).clamp(full.0, full.1) } else { full.0 };
-        let hi = if hi.is_finite() { (hi as i64).clamp(full.0, full.1) } else { full.1 };
-        if lo > hi {
-            full
-        } else {
-            (lo, hi)
+        let clamp = |x: f64, default: f64| if x.is_nan() { default } else { x.clamp(0.0, full_hi as f64) };
+        let lo = clamp(((lo_loss / self.interval) - base).floor(), 0.0);
+        let hi = clamp(((hi_loss / self.interval) - base).ceil(), full_hi as f64);
+        let (lo, hi) = if lo > hi { (0.0, full_hi as f64) } else { (lo, hi) };
+        if hi - lo >= MAX_GRID_POINTS as f64 {
+            return Err(too_long());
         }
+        Ok((lo as i64, hi as i64))
     }
 
     /// The `count`-fold self-composition by one FFT, exponentiating the spectrum.
     ///
     /// Mass outside a Chernoff window holding all but `tail_mass` of the result is moved
     /// to +∞ (pessimistic); it also bounds what the cyclic FFT aliases into the window.
-    pub fn self_compose(&self, count: u64, tail_mass: f64) -> LossPmf {
+    pub fn self_compose(&self, count: u64, tail_mass: f64) -> Result<LossPmf> {
         if count == 0 {
-            return LossPmf::identity(self.interval);
+            return Ok(LossPmf::identity(self.interval));
         }
         if count == 1 {
-            return self.clone();
+            return Ok(self.clone());
         }
         let finite_mass: f64 = self.probs.iter().sum();
         let infinity_mass = 1.0 - (1.0 - self.infinity_mass).powf(count as f64);
-        let full_len = (self.probs.len() as i64 - 1) * count as i64 + 1;
-        let (lo, hi) = self.composed_window(count, tail_mass);
+        let (lo, hi) = self.composed_window(count, tail_mass)?;
+        let lower = self
+            .lower
+            .checked_mul(count as i64)
+            .and_then(|l| l.checked_add(lo))
+            .ok_or_else(|| Error::Numerical("the composed loss grid overflows".into()))?;
         let window = (hi - lo + 1) as usize;
-        let truncated = window as i64 != full_len;
-        let fft_len = fast_fft_len(window.max(self.probs.len().min(window)));
+        // The window is exact when it covers every composed offset, 0..=(n−1)·count.
+        let truncated = lo > 0 || (hi as u64) < (self.probs.len() as u64 - 1).saturating_mul(count);
+        let fft_len = fast_fft_len(window);
         let mut buffer = vec![0.0; fft_len];
         for (i, &p) in self.probs.iter().enumerate() {
             buffer[i % fft_len] += p;
@@ -147,7 +165,7 @@ impl LossPmf {
             .collect();
         let mut out = LossPmf {
             interval: self.interval,
-            lower: self.lower * count as i64 + lo,
+            lower,
             probs,
             infinity_mass,
         };
@@ -162,14 +180,19 @@ impl LossPmf {
             out.probs.iter_mut().for_each(|p| *p *= scale);
         }
         out.trim(0.0);
-        out
+        Ok(out)
     }
 
     /// The composition of two distributions on the same grid (linear convolution by FFT),
     /// then tails holding at most `tail_mass` moved to +∞.
-    pub fn compose(&self, other: &LossPmf, tail_mass: f64) -> LossPmf {
+    pub fn compose(&self, other: &LossPmf, tail_mass: f64) -> Result<LossPmf> {
         debug_assert_eq!(self.interval, other.interval);
         let len = self.probs.len() + other.probs.len() - 1;
+        if len > MAX_GRID_POINTS {
+            return Err(Error::Numerical(format!(
+                "the composed distribution needs {len} grid points (limit {MAX_GRID_POINTS})"
+            )));
+        }
         let probs = if self.probs.len().min(other.probs.len()) <= 64 {
             direct_convolution(&self.probs, &other.probs)
         } else {
@@ -198,7 +221,7 @@ impl LossPmf {
             infinity_mass,
         };
         out.trim(tail_mass);
-        out
+        Ok(out)
     }
 
     /// Moves at most `tail_mass/2` from each end to +∞ and drops exact zeros at the ends.
@@ -300,9 +323,9 @@ mod tests {
         let pmf = coin(1.0);
         let mut direct = LossPmf::identity(1.0);
         for _ in 0..7 {
-            direct = direct.compose(&pmf, 0.0);
+            direct = direct.compose(&pmf, 0.0).expect("small");
         }
-        let fft = pmf.self_compose(7, 0.0);
+        let fft = pmf.self_compose(7, 0.0).expect("small");
         for eps in [0.0, 0.5, 1.0, 3.0, 5.0] {
             assert!((direct.delta(eps) - fft.delta(eps)).abs() < 1e-12);
         }
@@ -310,7 +333,7 @@ mod tests {
 
     #[test]
     fn epsilon_inverts_delta() {
-        let pmf = coin(1.0).self_compose(5, 0.0);
+        let pmf = coin(1.0).self_compose(5, 0.0).expect("small");
         for target in [1e-3, 1e-2, 0.1] {
             let eps = pmf.epsilon(target);
             assert!((pmf.delta(eps) - target).abs() < 1e-12, "{eps}");

@@ -1,0 +1,155 @@
+//! Resolves flags into library inputs and runs a command.
+
+mod account;
+mod calibrate;
+
+use anyhow::{bail, Result};
+use dp_accounting::{AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
+
+use crate::output::number;
+use crate::args::{AccountantChoice, Cli, Command, OrdersChoice, RunArgs, SamplingChoice, StepsRounding};
+
+/// Runs the parsed command and returns what to print.
+pub fn run(cli: Cli) -> Result<String> {
+    match cli.command {
+        Command::Account(args) => account::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
+    }
+}
+
+/// A DP-SGD run as the flags describe it.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub sampling_rate: f64,
+    /// `None` when the steps are to be solved for.
+    pub steps: Option<u64>,
+    pub sampling: Sampling,
+    pub orders: OrderGrid,
+    pub accountants: Vec<AccountantKind>,
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Sampling {
+    Poisson,
+    WithoutReplacement { dataset_size: u64, batch_size: u64 },
+}
+
+impl Run {
+    pub fn relation(&self) -> NeighbouringRelation {
+        match self.sampling {
+            Sampling::Poisson => NeighbouringRelation::AddOrRemoveOne,
+            Sampling::WithoutReplacement { .. } => NeighbouringRelation::ReplaceOne,
+        }
+    }
+
+    /// The event of `steps` steps at noise multiplier σ.
+    pub fn event(&self, sigma: f64, steps: u64) -> DpEvent {
+        let step = match self.sampling {
+            Sampling::Poisson => DpEvent::poisson_sampled(self.sampling_rate, DpEvent::gaussian(sigma)),
+            Sampling::WithoutReplacement { dataset_size, batch_size } => {
+                DpEvent::sampled_without_replacement(dataset_size, batch_size, DpEvent::gaussian(sigma))
+            }
+        };
+        DpEvent::self_composed(step, steps)
+    }
+
+    pub fn describe(&self) -> String {
+        match self.sampling {
+            Sampling::Poisson => {
+                format!("Poisson sampling q = {}, add-or-remove-one neighbours", number(self.sampling_rate))
+            }
+            Sampling::WithoutReplacement { dataset_size, batch_size } => format!(
+                "batches of {batch_size} of {dataset_size} without replacement (q = {}), replace-one neighbours",
+                number(self.sampling_rate)
+            ),
+        }
+    }
+}
+
+pub fn check_delta(delta: f64) -> Result<f64> {
+    if !(delta > 0.0 && delta < 1.0) {
+        bail!("--delta ({delta}) must be in (0, 1)");
+    }
+    Ok(delta)
+}
+
+pub fn check_sigma(sigma: f64) -> Result<f64> {
+    if !(sigma.is_finite() && sigma > 0.0) {
+        bail!("--sigma ({sigma}) must be finite and > 0");
+    }
+    Ok(sigma)
+}
+
+/// Resolves `--q/--steps` or `--dataset-size/--batch-size/--epochs`.
+pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
+    let (sampling_rate, sizes) = match (args.q, args.dataset_size, args.batch_size) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            bail!("give either --q or --dataset-size with --batch-size, not both")
+        }
+        (Some(q), None, None) => (q, None),
+        (None, Some(n), Some(b)) => {
+            if n == 0 || b == 0 || b > n {
+                bail!("--batch-size ({b}) must be in 1..=--dataset-size ({n})");
+            }
+            (b as f64 / n as f64, Some((n, b)))
+        }
+        (None, Some(_), None) => bail!("--dataset-size needs --batch-size"),
+        (None, None, Some(_)) => bail!("--batch-size needs --dataset-size"),
+        (None, None, None) => bail!("missing the sampling rate: give --q or --dataset-size and --batch-size"),
+    };
+    if !(sampling_rate > 0.0 && sampling_rate <= 1.0) {
+        bail!("--q ({sampling_rate}) must be in (0, 1]");
+    }
+    let steps = match (args.steps, args.epochs) {
+        (Some(_), Some(_)) => bail!("give either --steps or --epochs, not both"),
+        (Some(0), None) => bail!("--steps must be > 0"),
+        (Some(steps), None) => Some(steps),
+        (None, Some(epochs)) => {
+            if !(epochs.is_finite() && epochs > 0.0) {
+                bail!("--epochs ({epochs}) must be finite and > 0");
+            }
+            let exact = epochs / sampling_rate;
+            // 90/0.04 is 2249.9999999999995 in floating point: snap to the integer within
+            // 1e-9 before rounding, so epochs that divide evenly give the intended count.
+            let nearest = exact.round();
+            let value = if (exact - nearest).abs() <= 1e-9 * nearest.max(1.0) {
+                nearest
+            } else {
+                match args.steps_rounding {
+                    StepsRounding::Floor => exact.floor(),
+                    StepsRounding::Ceil => exact.ceil(),
+                }
+            };
+            if value < 1.0 || value > 1e15 {
+                bail!("--epochs ({epochs}) gives {value} steps; need between 1 and 1e15");
+            }
+            Some(value as u64)
+        }
+        (None, None) if steps_required => bail!("missing the run length: give --steps or --epochs"),
+        (None, None) => None,
+    };
+    let sampling = match (args.sampling, sizes) {
+        (SamplingChoice::Poisson, _) => Sampling::Poisson,
+        (SamplingChoice::WithoutReplacement, Some((dataset_size, batch_size))) => {
+            Sampling::WithoutReplacement { dataset_size, batch_size }
+        }
+        (SamplingChoice::WithoutReplacement, None) => {
+            bail!("--sampling without-replacement needs --dataset-size and --batch-size")
+        }
+    };
+    let orders = match args.orders {
+        OrdersChoice::Opacus => OrderGrid::Opacus,
+        OrdersChoice::DpAccounting => OrderGrid::DpAccounting,
+        OrdersChoice::Tf => OrderGrid::TfLegacy,
+        OrdersChoice::Int2To64 => OrderGrid::Int2To64,
+    };
+    let accountants = match args.accountant {
+        AccountantChoice::Rdp => vec![AccountantKind::Rdp],
+        AccountantChoice::RdpClassic => vec![AccountantKind::RdpClassic],
+        AccountantChoice::Pld => vec![AccountantKind::Pld],
+        AccountantChoice::Gdp => vec![AccountantKind::Gdp],
+        AccountantChoice::All => AccountantKind::DP_SGD.to_vec(),
+    };
+    Ok(Run { sampling_rate, steps, sampling, orders, accountants, json: args.json })
+}
