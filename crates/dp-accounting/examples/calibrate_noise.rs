@@ -5,10 +5,19 @@ use dp_accounting::{calibrate_noise, CalibrationOptions, DpEvent, PldConfig, Rdp
 
 fn main() -> Result<()> {
     let event = |sigma| DpEvent::dp_sgd(0.04, sigma, 2250);
-    let options = CalibrationOptions { relative_tolerance: 1e-4, ..CalibrationOptions::default() };
+    let options = CalibrationOptions {
+        relative_tolerance: 1e-4,
+        ..CalibrationOptions::default()
+    };
     let rdp = calibrate_noise(|| RdpConfig::default().build(), event, 8.0, 1e-5, options)?;
-    println!("rdp: sigma = {:.4}, epsilon = {:.4}", rdp.value, rdp.epsilon);
+    println!(
+        "rdp: sigma = {:.4}, epsilon = {:.4}",
+        rdp.value, rdp.epsilon
+    );
     let pld = calibrate_noise(|| PldConfig::default().build(), event, 8.0, 1e-5, options)?;
-    println!("pld: sigma = {:.4}, epsilon = {:.4}", pld.value, pld.epsilon);
+    println!(
+        "pld: sigma = {:.4}, epsilon = {:.4}",
+        pld.value, pld.epsilon
+    );
     Ok(())
 }

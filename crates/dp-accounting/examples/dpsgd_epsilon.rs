@@ -7,14 +7,23 @@ fn main() -> Result<()> {
     let event = DpEvent::dp_sgd(256.0 / 60000.0, 1.1, 14062);
     let mut accountants: Vec<Box<dyn Accountant>> = vec![
         Box::new(RdpConfig::default().build()?),
-        Box::new(RdpConfig { conversion: Conversion::Classic, ..RdpConfig::default() }.build()?),
+        Box::new(
+            RdpConfig {
+                conversion: Conversion::Classic,
+                ..RdpConfig::default()
+            }
+            .build()?,
+        ),
         Box::new(PldConfig::default().build()?),
         Box::new(GdpConfig::default().build()?),
     ];
     for accountant in &mut accountants {
         accountant.compose(&event, 1)?;
         let report = accountant.epsilon_report(1e-5)?;
-        println!("{:<12} epsilon = {:.6} order = {:?}", report.accountant, report.epsilon, report.order);
+        println!(
+            "{:<12} epsilon = {:.6} order = {:?}",
+            report.accountant, report.epsilon, report.order
+        );
     }
     Ok(())
 }

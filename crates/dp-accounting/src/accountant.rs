@@ -85,7 +85,11 @@ pub(crate) fn check_composable(event: &DpEvent) -> Result<()> {
 
 /// Builds the [`Error::Unsupported`] for `accountant` and `event`.
 pub(crate) fn unsupported(accountant: &'static str, event: &DpEvent, reason: &str) -> Error {
-    Error::Unsupported { accountant, event: event.to_string(), reason: reason.to_string() }
+    Error::Unsupported {
+        accountant,
+        event: event.to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 /// Validates a target δ (must be in (0, 1)).

@@ -36,7 +36,11 @@ impl CalibrationOptions {
     /// Opacus's `get_noise_multiplier` search: bracket from 10, bisect until ε is within
     /// 0.01 of the target. Reproduces Opacus's published σ values exactly.
     pub fn opacus() -> Self {
-        CalibrationOptions { epsilon_tolerance: Some(0.01), relative_tolerance: 0.0, ..Self::default() }
+        CalibrationOptions {
+            epsilon_tolerance: Some(0.01),
+            relative_tolerance: 0.0,
+            ..Self::default()
+        }
     }
 }
 
@@ -110,7 +114,10 @@ pub fn calibrate_noise<A: Accountant>(
             lo = mid;
         }
     }
-    Ok(Calibrated { value: hi, epsilon: eps_hi })
+    Ok(Calibrated {
+        value: hi,
+        epsilon: eps_hi,
+    })
 }
 
 /// The largest number of steps with ε ≤ `target_epsilon` at `target_delta`, where
@@ -127,7 +134,10 @@ pub fn calibrate_steps<A: Accountant>(
     let eps = |steps: u64| epsilon_of(&make_accountant, &make_event(steps), target_delta);
     let first = eps(1)?;
     if first > target_epsilon {
-        return Ok(Calibrated { value: 0, epsilon: 0.0 });
+        return Ok(Calibrated {
+            value: 0,
+            epsilon: 0.0,
+        });
     }
     // Invariant: ε(lo) ≤ target < ε(hi).
     let (mut lo, mut eps_lo) = (1u64, first);
@@ -140,10 +150,14 @@ pub fn calibrate_steps<A: Accountant>(
         lo = hi;
         eps_lo = e;
         hi = hi.checked_mul(2).ok_or_else(|| {
-            Error::Calibration("the budget is never exhausted (epsilon stays below the target)".into())
+            Error::Calibration(
+                "the budget is never exhausted (epsilon stays below the target)".into(),
+            )
         })?;
         if hi > 1 << 48 {
-            return Err(Error::Calibration("the budget is never exhausted within 2^48 steps".into()));
+            return Err(Error::Calibration(
+                "the budget is never exhausted within 2^48 steps".into(),
+            ));
         }
     }
     while hi - lo > 1 {
@@ -156,5 +170,8 @@ pub fn calibrate_steps<A: Accountant>(
             hi = mid;
         }
     }
-    Ok(Calibrated { value: lo, epsilon: eps_lo })
+    Ok(Calibrated {
+        value: lo,
+        epsilon: eps_lo,
+    })
 }

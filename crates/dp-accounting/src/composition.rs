@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant,
-    Guarantee, PrivacyReport,
+    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::{require_non_negative, require_open_unit, require_unit, Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
@@ -13,7 +13,9 @@ use crate::ledger::Ledger;
 
 /// Basic composition (Dwork & Roth 2014, Thm 3.16): `(Σεᵢ, Σδᵢ)`.
 pub fn basic_composition(guarantees: &[(f64, f64)]) -> (f64, f64) {
-    guarantees.iter().fold((0.0, 0.0), |acc, &(e, d)| (acc.0 + e, acc.1 + d))
+    guarantees
+        .iter()
+        .fold((0.0, 0.0), |acc, &(e, d)| (acc.0 + e, acc.1 + d))
 }
 
 /// Advanced composition of `k` (ε, δ)-DP mechanisms.
@@ -21,12 +23,18 @@ pub fn basic_composition(guarantees: &[(f64, f64)]) -> (f64, f64) {
 /// # Privacy
 /// Dwork & Roth 2014, Thm 3.20: for every δ′ > 0 the k-fold adaptive composition is
 /// `(√(2k ln(1/δ′))·ε + kε(e^ε − 1), kδ + δ′)`-DP.
-pub fn advanced_composition(epsilon: f64, delta: f64, k: u64, delta_prime: f64) -> Result<(f64, f64)> {
+pub fn advanced_composition(
+    epsilon: f64,
+    delta: f64,
+    k: u64,
+    delta_prime: f64,
+) -> Result<(f64, f64)> {
     require_non_negative("epsilon", epsilon)?;
     require_unit("delta", delta)?;
     require_open_unit("delta_prime", delta_prime)?;
     let k_f = k as f64;
-    let eps = (2.0 * k_f * (1.0 / delta_prime).ln()).sqrt() * epsilon + k_f * epsilon * epsilon.exp_m1();
+    let eps =
+        (2.0 * k_f * (1.0 / delta_prime).ln()).sqrt() * epsilon + k_f * epsilon * epsilon.exp_m1();
     Ok((eps, k_f * delta + delta_prime))
 }
 
@@ -85,7 +93,8 @@ pub fn dpd_ac_epsilon(
     let (eps, delta) = advanced_composition(eps_step, delta_step, steps, delta_prime)?;
     if first_order {
         let k = steps as f64;
-        let first = (2.0 * k * (1.0 / delta_prime).ln()).sqrt() * eps_step + k * eps_step * eps_step;
+        let first =
+            (2.0 * k * (1.0 / delta_prime).ln()).sqrt() * eps_step + k * eps_step * eps_step;
         return Ok((first, delta));
     }
     Ok((eps, delta))
@@ -167,7 +176,11 @@ impl Default for ApproxDpConfig {
 impl ApproxDpConfig {
     /// Builds the accountant.
     pub fn build(self) -> Result<ApproxDpAccountant> {
-        Ok(ApproxDpAccountant { ledger: Ledger::new(self.relation), steps: Vec::new(), config: self })
+        Ok(ApproxDpAccountant {
+            ledger: Ledger::new(self.relation),
+            steps: Vec::new(),
+            config: self,
+        })
     }
 }
 
@@ -199,8 +212,13 @@ impl ApproxDpAccountant {
     fn collect(&self, event: &DpEvent, count: f64, out: &mut Vec<(f64, f64, f64)>) -> Result<()> {
         match event {
             DpEvent::NoOp => Ok(()),
-            DpEvent::SelfComposed { event, count: inner } => self.collect(event, count * *inner as f64, out),
-            DpEvent::Composed { events } => events.iter().try_for_each(|e| self.collect(e, count, out)),
+            DpEvent::SelfComposed {
+                event,
+                count: inner,
+            } => self.collect(event, count * *inner as f64, out),
+            DpEvent::Composed { events } => {
+                events.iter().try_for_each(|e| self.collect(e, count, out))
+            }
             DpEvent::EpsilonDelta { epsilon, delta } => {
                 out.push((*epsilon, *delta, count));
                 Ok(())
@@ -213,21 +231,40 @@ impl ApproxDpAccountant {
                 out.push((*epsilon, 0.0, count));
                 Ok(())
             }
-            DpEvent::PoissonSampled { sampling_rate, event: inner } => {
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event: inner,
+            } => {
                 if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported("approx-dp", event, "amplification is for add-or-remove-one neighbours"));
+                    return Err(unsupported(
+                        "approx-dp",
+                        event,
+                        "amplification is for add-or-remove-one neighbours",
+                    ));
                 }
                 let mut inner_steps = Vec::new();
                 self.collect(inner, 1.0, &mut inner_steps)?;
                 let (eps, delta) = basic_composition(
-                    &inner_steps.iter().map(|&(e, d, c)| (e * c, d * c)).collect::<Vec<_>>(),
+                    &inner_steps
+                        .iter()
+                        .map(|&(e, d, c)| (e * c, d * c))
+                        .collect::<Vec<_>>(),
                 );
-                let (eps, delta) = amplify(eps, delta.min(1.0), *sampling_rate, self.config.amplification)
-                    .map_err(|e| unsupported("approx-dp", event, &e.to_string()))?;
+                let (eps, delta) = amplify(
+                    eps,
+                    delta.min(1.0),
+                    *sampling_rate,
+                    self.config.amplification,
+                )
+                .map_err(|e| unsupported("approx-dp", event, &e.to_string()))?;
                 out.push((eps, delta, count));
                 Ok(())
             }
-            other => Err(unsupported("approx-dp", other, "it has no (epsilon, delta) description; use the rdp, pld or zcdp accountant")),
+            other => Err(unsupported(
+                "approx-dp",
+                other,
+                "it has no (epsilon, delta) description; use the rdp, pld or zcdp accountant",
+            )),
         }
     }
 
@@ -286,7 +323,9 @@ impl Accountant for ApproxDpAccountant {
             warnings: Vec::new(),
         };
         if spent > target_delta {
-            report.warnings.push(format!("the composed events already spend delta {spent}"));
+            report
+                .warnings
+                .push(format!("the composed events already spend delta {spent}"));
             return Ok(report);
         }
         let basic = self.basic_epsilon();
@@ -308,7 +347,11 @@ impl Accountant for ApproxDpAccountant {
     fn delta(&self, target_epsilon: f64) -> Result<f64> {
         check_target_epsilon(target_epsilon)?;
         let spent = self.spent_delta();
-        let basic = if self.basic_epsilon() <= target_epsilon { spent } else { 1.0 };
+        let basic = if self.basic_epsilon() <= target_epsilon {
+            spent
+        } else {
+            1.0
+        };
         let (sq, lin) = self.advanced_terms();
         let advanced = if sq == 0.0 {
             spent

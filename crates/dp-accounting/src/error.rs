@@ -60,7 +60,11 @@ pub(crate) fn require_positive(name: &'static str, value: f64) -> Result<f64> {
     if value.is_finite() && value > 0.0 {
         Ok(value)
     } else {
-        Err(Error::InvalidParameter { name, value, reason: "must be finite and > 0" })
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            reason: "must be finite and > 0",
+        })
     }
 }
 
@@ -69,7 +73,11 @@ pub(crate) fn require_non_negative(name: &'static str, value: f64) -> Result<f64
     if value.is_finite() && value >= 0.0 {
         Ok(value)
     } else {
-        Err(Error::InvalidParameter { name, value, reason: "must be finite and >= 0" })
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            reason: "must be finite and >= 0",
+        })
     }
 }
 
@@ -78,7 +86,11 @@ pub(crate) fn require_open_unit(name: &'static str, value: f64) -> Result<f64> {
     if value > 0.0 && value < 1.0 {
         Ok(value)
     } else {
-        Err(Error::InvalidParameter { name, value, reason: "must be in (0, 1)" })
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            reason: "must be in (0, 1)",
+        })
     }
 }
 
@@ -87,6 +99,10 @@ pub(crate) fn require_unit(name: &'static str, value: f64) -> Result<f64> {
     if (0.0..=1.0).contains(&value) {
         Ok(value)
     } else {
-        Err(Error::InvalidParameter { name, value, reason: "must be in [0, 1]" })
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            reason: "must be in [0, 1]",
+        })
     }
 }

@@ -131,7 +131,10 @@ impl DpEvent {
 
     /// `event` on a Poisson sample with rate q.
     pub fn poisson_sampled(sampling_rate: f64, event: DpEvent) -> Self {
-        DpEvent::PoissonSampled { sampling_rate, event: Box::new(event) }
+        DpEvent::PoissonSampled {
+            sampling_rate,
+            event: Box::new(event),
+        }
     }
 
     /// `event` on a uniform sample of `sample_size` out of `source_dataset_size`.
@@ -149,7 +152,10 @@ impl DpEvent {
 
     /// `event` repeated `count` times.
     pub fn self_composed(event: DpEvent, count: u64) -> Self {
-        DpEvent::SelfComposed { event: Box::new(event), count }
+        DpEvent::SelfComposed {
+            event: Box::new(event),
+            count,
+        }
     }
 
     /// ρ-zCDP (ξ = 0).
@@ -197,11 +203,18 @@ impl DpEvent {
             DpEvent::Laplace { noise_multiplier } => {
                 require_non_negative("noise_multiplier", *noise_multiplier).map(drop)
             }
-            DpEvent::PoissonSampled { sampling_rate, event } => {
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event,
+            } => {
                 require_unit("sampling_rate", *sampling_rate)?;
                 event.validate()
             }
-            DpEvent::SampledWithoutReplacement { source_dataset_size, sample_size, event } => {
+            DpEvent::SampledWithoutReplacement {
+                source_dataset_size,
+                sample_size,
+                event,
+            } => {
                 if *source_dataset_size == 0 || sample_size > source_dataset_size {
                     return Err(Error::InvalidParameter {
                         name: "sample_size",
@@ -232,11 +245,21 @@ impl fmt::Display for DpEvent {
             DpEvent::NoOp => f.write_str("NoOp"),
             DpEvent::Gaussian { noise_multiplier } => write!(f, "Gaussian(σ={noise_multiplier})"),
             DpEvent::Laplace { noise_multiplier } => write!(f, "Laplace(b={noise_multiplier})"),
-            DpEvent::PoissonSampled { sampling_rate, event } => {
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event,
+            } => {
                 write!(f, "PoissonSampled(q={sampling_rate}, {event})")
             }
-            DpEvent::SampledWithoutReplacement { source_dataset_size, sample_size, event } => {
-                write!(f, "SampledWithoutReplacement(n={source_dataset_size}, m={sample_size}, {event})")
+            DpEvent::SampledWithoutReplacement {
+                source_dataset_size,
+                sample_size,
+                event,
+            } => {
+                write!(
+                    f,
+                    "SampledWithoutReplacement(n={source_dataset_size}, m={sample_size}, {event})"
+                )
             }
             DpEvent::SelfComposed { event, count } => write!(f, "{event} × {count}"),
             DpEvent::Composed { events } => {
@@ -267,7 +290,10 @@ mod tests {
                 DpEvent::dp_sgd(0.01, 1.1, 100),
                 DpEvent::sampled_without_replacement(100, 10, DpEvent::gaussian(2.0)),
                 DpEvent::zcdp(0.5),
-                DpEvent::EpsilonDelta { epsilon: 1.0, delta: 1e-6 },
+                DpEvent::EpsilonDelta {
+                    epsilon: 1.0,
+                    delta: 1e-6,
+                },
                 DpEvent::Exponential { epsilon: 0.1 },
                 DpEvent::laplace(3.0),
                 DpEvent::NoOp,
@@ -285,7 +311,10 @@ mod tests {
         let bad = DpEvent::dp_sgd(1.5, 1.0, 10);
         assert!(matches!(
             bad.validate(),
-            Err(Error::InvalidParameter { name: "sampling_rate", .. })
+            Err(Error::InvalidParameter {
+                name: "sampling_rate",
+                ..
+            })
         ));
         let nan = DpEvent::dp_sgd(0.5, f64::NAN, 10);
         assert!(nan.validate().is_err());

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant,
-    Guarantee, PrivacyReport,
+    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::{require_non_negative, require_open_unit, require_positive, Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
@@ -30,7 +30,10 @@ pub fn mu_poisson(sampling_rate: f64, noise_multiplier: f64, steps: f64) -> f64 
 /// `μ = √2·q·√T·√(e^{1/σ²}Φ(1.5/σ) + 3Φ(−0.5/σ) − 2)`. Asymptotic, like
 /// [`mu_poisson`].
 pub fn mu_uniform(sampling_rate: f64, noise_multiplier: f64, steps: f64) -> f64 {
-    std::f64::consts::SQRT_2 * sampling_rate * steps.sqrt() * uniform_factor(noise_multiplier).sqrt()
+    std::f64::consts::SQRT_2
+        * sampling_rate
+        * steps.sqrt()
+        * uniform_factor(noise_multiplier).sqrt()
 }
 
 fn uniform_factor(sigma: f64) -> f64 {
@@ -110,7 +113,12 @@ fn bisect(mut lo: f64, mut hi: f64, below: impl Fn(f64) -> bool) -> f64 {
 ///
 /// Finds μ̃ with δ(ε; μ̃) = δ, then inverts `μ = q√(T(e^{1/σ²} − 1))`:
 /// `σ̃ = 1/√(ln(1 + μ̃²/(q²T)))`.
-pub fn recalibrate_sigma(target_epsilon: f64, delta: f64, sampling_rate: f64, steps: f64) -> Result<f64> {
+pub fn recalibrate_sigma(
+    target_epsilon: f64,
+    delta: f64,
+    sampling_rate: f64,
+    steps: f64,
+) -> Result<f64> {
     require_non_negative("target_epsilon", target_epsilon)?;
     require_open_unit("target_delta", delta)?;
     require_positive("sampling_rate", sampling_rate)?;
@@ -119,7 +127,10 @@ pub fn recalibrate_sigma(target_epsilon: f64, delta: f64, sampling_rate: f64, st
     if !mu.is_finite() {
         return Err(Error::Numerical("no finite mu reaches the target".into()));
     }
-    Ok(1.0 / (mu * mu / (sampling_rate * sampling_rate * steps)).ln_1p().sqrt())
+    Ok(1.0
+        / (mu * mu / (sampling_rate * sampling_rate * steps))
+            .ln_1p()
+            .sqrt())
 }
 
 /// Settings of a [`GdpAccountant`].
@@ -131,7 +142,9 @@ pub struct GdpConfig {
 
 impl Default for GdpConfig {
     fn default() -> Self {
-        GdpConfig { relation: NeighbouringRelation::AddOrRemoveOne }
+        GdpConfig {
+            relation: NeighbouringRelation::AddOrRemoveOne,
+        }
     }
 }
 
@@ -195,23 +208,38 @@ impl GdpAccountant {
                 })?;
                 Ok((sigma.powi(-2), false))
             }
-            DpEvent::PoissonSampled { sampling_rate, event: inner } => {
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event: inner,
+            } => {
                 if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported("gdp", event, "the Poisson CLT is for add-or-remove-one neighbours"));
+                    return Err(unsupported(
+                        "gdp",
+                        event,
+                        "the Poisson CLT is for add-or-remove-one neighbours",
+                    ));
                 }
                 let sigma = inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
                     unsupported("gdp", event, "the sampled event must be Gaussian-like")
                 })?;
                 Ok((mu_poisson(*sampling_rate, sigma, 1.0).powi(2), true))
             }
-            DpEvent::SampledWithoutReplacement { source_dataset_size, sample_size, event: inner } => {
+            DpEvent::SampledWithoutReplacement {
+                source_dataset_size,
+                sample_size,
+                event: inner,
+            } => {
                 let sigma = inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
                     unsupported("gdp", event, "the sampled event must be Gaussian-like")
                 })?;
                 let q = *sample_size as f64 / *source_dataset_size as f64;
                 Ok((mu_uniform(q, sigma, 1.0).powi(2), true))
             }
-            other => Err(unsupported("gdp", other, "it is not a (subsampled) Gaussian mechanism")),
+            other => Err(unsupported(
+                "gdp",
+                other,
+                "it is not a (subsampled) Gaussian mechanism",
+            )),
         }
     }
 }

@@ -35,8 +35,12 @@ pub enum AccountantKind {
 
 impl AccountantKind {
     /// The four accountants `--accountant all` shows for DP-SGD.
-    pub const DP_SGD: [AccountantKind; 4] =
-        [AccountantKind::Rdp, AccountantKind::RdpClassic, AccountantKind::Pld, AccountantKind::Gdp];
+    pub const DP_SGD: [AccountantKind; 4] = [
+        AccountantKind::Rdp,
+        AccountantKind::RdpClassic,
+        AccountantKind::Pld,
+        AccountantKind::Gdp,
+    ];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -51,15 +55,42 @@ impl AccountantKind {
     }
 
     /// A fresh accountant of this kind (`orders` applies to the RDP kinds only).
-    pub fn build(self, relation: NeighbouringRelation, orders: &OrderGrid) -> Result<Box<dyn Accountant + Send>> {
-        let rdp = |conversion| RdpConfig { orders: orders.clone(), conversion, relation, ..RdpConfig::default() };
+    pub fn build(
+        self,
+        relation: NeighbouringRelation,
+        orders: &OrderGrid,
+    ) -> Result<Box<dyn Accountant + Send>> {
+        let rdp = |conversion| RdpConfig {
+            orders: orders.clone(),
+            conversion,
+            relation,
+            ..RdpConfig::default()
+        };
         Ok(match self {
             AccountantKind::Rdp => Box::new(rdp(Conversion::Improved).build()?),
             AccountantKind::RdpClassic => Box::new(rdp(Conversion::Classic).build()?),
-            AccountantKind::Pld => Box::new(PldConfig { relation, ..PldConfig::default() }.build()?),
+            AccountantKind::Pld => Box::new(
+                PldConfig {
+                    relation,
+                    ..PldConfig::default()
+                }
+                .build()?,
+            ),
             AccountantKind::Gdp => Box::new(GdpConfig { relation }.build()?),
-            AccountantKind::Zcdp => Box::new(ZcdpConfig { relation, ..ZcdpConfig::default() }.build()?),
-            AccountantKind::ApproxDp => Box::new(ApproxDpConfig { relation, ..ApproxDpConfig::default() }.build()?),
+            AccountantKind::Zcdp => Box::new(
+                ZcdpConfig {
+                    relation,
+                    ..ZcdpConfig::default()
+                }
+                .build()?,
+            ),
+            AccountantKind::ApproxDp => Box::new(
+                ApproxDpConfig {
+                    relation,
+                    ..ApproxDpConfig::default()
+                }
+                .build()?,
+            ),
         })
     }
 }

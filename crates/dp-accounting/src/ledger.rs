@@ -28,7 +28,10 @@ pub struct Ledger {
 impl Ledger {
     /// An empty ledger.
     pub fn new(relation: NeighbouringRelation) -> Self {
-        Ledger { relation, entries: Vec::new() }
+        Ledger {
+            relation,
+            entries: Vec::new(),
+        }
     }
 
     /// Appends an entry; consecutive identical events merge their counts.

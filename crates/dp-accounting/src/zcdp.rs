@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant,
-    Guarantee, PrivacyReport,
+    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::{require_non_negative, require_open_unit, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
@@ -36,7 +36,8 @@ pub fn zcdp_to_epsilon(rho: f64, xi: f64, delta: f64, conversion: ZcdpConversion
         ZcdpConversion::Simple => simple,
         ZcdpConversion::Tight => {
             let eps_at = |alpha: f64| {
-                xi + rho * alpha + (-1.0 / alpha).ln_1p() - (delta.ln() + alpha.ln()) / (alpha - 1.0)
+                xi + rho * alpha + (-1.0 / alpha).ln_1p()
+                    - (delta.ln() + alpha.ln()) / (alpha - 1.0)
             };
             minimise_over_orders(eps_at).min(simple).max(0.0)
         }
@@ -67,7 +68,10 @@ fn minimise_over_orders(f: impl Fn(f64) -> f64) -> f64 {
             best_i = i;
         }
     }
-    let (mut a, mut b) = (f64::from(best_i.saturating_sub(1)), f64::from((best_i + 1).min(points)));
+    let (mut a, mut b) = (
+        f64::from(best_i.saturating_sub(1)),
+        f64::from((best_i + 1).min(points)),
+    );
     let phi = (5f64.sqrt() - 1.0) / 2.0;
     for _ in 0..100 {
         let c = b - phi * (b - a);
@@ -92,14 +96,22 @@ pub struct ZcdpConfig {
 
 impl Default for ZcdpConfig {
     fn default() -> Self {
-        ZcdpConfig { conversion: ZcdpConversion::Tight, relation: NeighbouringRelation::AddOrRemoveOne }
+        ZcdpConfig {
+            conversion: ZcdpConversion::Tight,
+            relation: NeighbouringRelation::AddOrRemoveOne,
+        }
     }
 }
 
 impl ZcdpConfig {
     /// Builds the accountant.
     pub fn build(self) -> Result<ZcdpAccountant> {
-        Ok(ZcdpAccountant { ledger: Ledger::new(self.relation), rho: 0.0, xi: 0.0, config: self })
+        Ok(ZcdpAccountant {
+            ledger: Ledger::new(self.relation),
+            rho: 0.0,
+            xi: 0.0,
+            config: self,
+        })
     }
 }
 
@@ -151,9 +163,13 @@ impl ZcdpAccountant {
                 let (r, x) = Self::rho_of(e)?;
                 Ok((acc.0 + r, acc.1 + x))
             }),
-            DpEvent::PoissonSampled { .. } | DpEvent::SampledWithoutReplacement { .. } => Err(
-                unsupported("zcdp", event, "zCDP has no amplification-by-subsampling theorem"),
-            ),
+            DpEvent::PoissonSampled { .. } | DpEvent::SampledWithoutReplacement { .. } => {
+                Err(unsupported(
+                    "zcdp",
+                    event,
+                    "zCDP has no amplification-by-subsampling theorem",
+                ))
+            }
             other => Err(unsupported("zcdp", other, "it has no zCDP guarantee")),
         }
     }
@@ -206,7 +222,11 @@ impl Accountant for ZcdpAccountant {
             ZcdpConversion::Simple => {
                 let slack = target_epsilon - self.xi - self.rho;
                 if self.rho == 0.0 {
-                    if slack >= 0.0 { 0.0 } else { 1.0 }
+                    if slack >= 0.0 {
+                        0.0
+                    } else {
+                        1.0
+                    }
                 } else if slack <= 0.0 {
                     1.0
                 } else {

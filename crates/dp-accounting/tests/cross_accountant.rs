@@ -17,7 +17,8 @@ fn log_a_by_quadrature(q: f64, sigma: f64, alpha: f64) -> f64 {
     let n = 400_000;
     let h = (hi - lo) / n as f64;
     let f = |z: f64| {
-        let density = (-z * z / (2.0 * sigma * sigma)).exp() / (sigma * (2.0 * std::f64::consts::PI).sqrt());
+        let density =
+            (-z * z / (2.0 * sigma * sigma)).exp() / (sigma * (2.0 * std::f64::consts::PI).sqrt());
         let ratio = 1.0 - q + q * ((2.0 * z - 1.0) / (2.0 * sigma * sigma)).exp();
         density * ratio.powf(alpha)
     };
@@ -54,9 +55,17 @@ fn epsilons(event: &DpEvent, delta: f64) -> Result<(f64, f64)> {
 /// PLD is the tight accountant: never above RDP for the same run.
 #[test]
 fn pld_never_above_rdp() -> Result<()> {
-    for &(q, sigma, steps) in &[(0.004, 1.1, 2000), (0.02, 0.8, 500), (0.1, 2.0, 100), (0.001, 0.6, 5000)] {
+    for &(q, sigma, steps) in &[
+        (0.004, 1.1, 2000),
+        (0.02, 0.8, 500),
+        (0.1, 2.0, 100),
+        (0.001, 0.6, 5000),
+    ] {
         let (rdp, pld) = epsilons(&DpEvent::dp_sgd(q, sigma, steps), 1e-5)?;
-        assert!(pld <= rdp, "q={q} σ={sigma} T={steps}: pld {pld} > rdp {rdp}");
+        assert!(
+            pld <= rdp,
+            "q={q} σ={sigma} T={steps}: pld {pld} > rdp {rdp}"
+        );
     }
     Ok(())
 }
@@ -69,7 +78,10 @@ fn unsampled_gaussian_is_bracketed_by_analytic_value() -> Result<()> {
         let event = DpEvent::self_composed(DpEvent::gaussian(sigma), steps);
         let exact = epsilon_for_mu(1e-5, (steps as f64).sqrt() / sigma);
         let (rdp, pld) = epsilons(&event, 1e-5)?;
-        assert!(exact <= pld + 1e-9 && pld <= rdp, "σ={sigma} T={steps}: {exact} {pld} {rdp}");
+        assert!(
+            exact <= pld + 1e-9 && pld <= rdp,
+            "σ={sigma} T={steps}: {exact} {pld} {rdp}"
+        );
         assert!(pld - exact < 2e-3, "PLD is tight: {pld} vs {exact}");
         let mut gdp = GdpConfig::default().build()?;
         gdp.compose(&event, 1)?;
@@ -102,10 +114,17 @@ fn zcdp_conversions_bracket_the_gaussian() -> Result<()> {
     let exact = epsilon_for_mu(1e-6, 20f64.sqrt() / sigma);
     let tight = zcdp_to_epsilon(rho, 0.0, 1e-6, ZcdpConversion::Tight)?;
     let simple = zcdp_to_epsilon(rho, 0.0, 1e-6, ZcdpConversion::Simple)?;
-    assert!(exact <= tight && tight <= simple, "{exact} {tight} {simple}");
+    assert!(
+        exact <= tight && tight <= simple,
+        "{exact} {tight} {simple}"
+    );
     // The tight conversion of ρ·α equals the improved RDP conversion over a fine grid.
     let orders: Vec<f64> = (1..20_000).map(|i| 1.0 + f64::from(i) * 0.01).collect();
-    let mut rdp = RdpConfig { orders: OrderGrid::Custom(orders), ..RdpConfig::default() }.build()?;
+    let mut rdp = RdpConfig {
+        orders: OrderGrid::Custom(orders),
+        ..RdpConfig::default()
+    }
+    .build()?;
     rdp.compose(&DpEvent::self_composed(DpEvent::gaussian(sigma), 20), 1)?;
     assert!((rdp.epsilon(1e-6)? - tight).abs() < 1e-4);
     let mut acc = ZcdpConfig::default().build()?;
@@ -127,11 +146,23 @@ fn advanced_composition_matches_theorem() -> Result<()> {
         ..ApproxDpConfig::default()
     }
     .build()?;
-    acc.compose(&DpEvent::EpsilonDelta { epsilon: 0.1, delta: 1e-7 }, 100)?;
+    acc.compose(
+        &DpEvent::EpsilonDelta {
+            epsilon: 0.1,
+            delta: 1e-7,
+        },
+        100,
+    )?;
     assert!((acc.epsilon(100.0 * 1e-7 + 1e-6)? - by_hand).abs() < 1e-9);
     // Best-of picks basic composition when it is smaller.
     let mut best = ApproxDpConfig::default().build()?;
-    best.compose(&DpEvent::EpsilonDelta { epsilon: 1.0, delta: 0.0 }, 2)?;
+    best.compose(
+        &DpEvent::EpsilonDelta {
+            epsilon: 1.0,
+            delta: 0.0,
+        },
+        2,
+    )?;
     assert!((best.epsilon(1e-5)? - 2.0).abs() < 1e-12);
     Ok(())
 }
@@ -143,18 +174,47 @@ fn amplification_and_dpd_accounting() -> Result<()> {
     assert!((eps - (0.01 * 1f64.exp_m1()).ln_1p()).abs() < 1e-15 && (delta - 1e-8).abs() < 1e-20);
     let (eps, _) = amplify(0.5, 0.0, 0.01, Amplification::Loose)?;
     assert!((eps - 0.01).abs() < 1e-15);
-    assert!(amplify(2.0, 0.0, 0.01, Amplification::Loose).is_err(), "loose bound needs ε ≤ 1");
+    assert!(
+        amplify(2.0, 0.0, 0.01, Amplification::Loose).is_err(),
+        "loose bound needs ε ≤ 1"
+    );
 
     // DPD-AC: δ_tot = Tνδ_iter + δ′ exactly, as the paper's δ_iter = (δ_tot − δ′)/(Tν).
     let (steps, rate, delta_total) = (10_000u64, 0.01, 1e-5);
     let delta_prime = delta_total / 2.0;
     let delta_iter = (delta_total - delta_prime) / (steps as f64 * rate);
-    let (ac_eps, ac_delta) =
-        dpd_ac_epsilon(0.5, delta_iter, steps, rate, delta_prime, Amplification::Loose, false)?;
+    let (ac_eps, ac_delta) = dpd_ac_epsilon(
+        0.5,
+        delta_iter,
+        steps,
+        rate,
+        delta_prime,
+        Amplification::Loose,
+        false,
+    )?;
     assert!((ac_delta - delta_total).abs() < 1e-18);
-    let z2 = dpd_zcdp_epsilon(0.5, delta_iter, steps, rate, delta_total, ZcdpReading::AmplifiedPureDp, Amplification::Loose)?;
-    assert!(z2 < ac_eps, "Z2 allows more per-iteration budget: {z2} vs {ac_eps}");
-    let z1 = dpd_zcdp_epsilon(0.5, delta_iter, steps, rate, delta_total, ZcdpReading::GaussianNoAmplification, Amplification::Loose)?;
+    let z2 = dpd_zcdp_epsilon(
+        0.5,
+        delta_iter,
+        steps,
+        rate,
+        delta_total,
+        ZcdpReading::AmplifiedPureDp,
+        Amplification::Loose,
+    )?;
+    assert!(
+        z2 < ac_eps,
+        "Z2 allows more per-iteration budget: {z2} vs {ac_eps}"
+    );
+    let z1 = dpd_zcdp_epsilon(
+        0.5,
+        delta_iter,
+        steps,
+        rate,
+        delta_total,
+        ZcdpReading::GaussianNoAmplification,
+        Amplification::Loose,
+    )?;
     assert!(z1 > ac_eps, "Z1 ignores amplification and is looser");
     Ok(())
 }
@@ -163,7 +223,11 @@ fn amplification_and_dpd_accounting() -> Result<()> {
 #[test]
 fn improved_conversion_is_tighter() -> Result<()> {
     let event = DpEvent::dp_sgd(0.01, 1.0, 1000);
-    let mut classic = RdpConfig { conversion: Conversion::Classic, ..RdpConfig::default() }.build()?;
+    let mut classic = RdpConfig {
+        conversion: Conversion::Classic,
+        ..RdpConfig::default()
+    }
+    .build()?;
     classic.compose(&event, 1)?;
     let mut improved = RdpConfig::default().build()?;
     improved.compose(&event, 1)?;

@@ -1,6 +1,9 @@
 //! Integration tests of dp-accounting: public vectors, independent oracles, the
 //! accountant contract and properties.
 
+// Reference values are quoted with all the digits their source printed.
+#![allow(clippy::excessive_precision)]
+
 mod contract;
 mod cross_accountant;
 mod properties;

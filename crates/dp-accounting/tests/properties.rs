@@ -1,14 +1,16 @@
 //! Property tests: monotonicity, calibration never overshoots, RDP never below PLD.
 
 use dp_accounting::{
-    calibrate_noise, calibrate_steps, Accountant, CalibrationOptions, DpEvent, PldConfig,
-    RdpConfig,
+    calibrate_noise, calibrate_steps, Accountant, CalibrationOptions, DpEvent, PldConfig, RdpConfig,
 };
 use proptest::prelude::*;
 
 fn rdp_epsilon(q: f64, sigma: f64, steps: u64) -> f64 {
-    let mut acc = RdpConfig::default().build().expect("default config is valid");
-    acc.compose(&DpEvent::dp_sgd(q, sigma, steps), 1).expect("valid event");
+    let mut acc = RdpConfig::default()
+        .build()
+        .expect("default config is valid");
+    acc.compose(&DpEvent::dp_sgd(q, sigma, steps), 1)
+        .expect("valid event");
     acc.epsilon(1e-5).expect("valid delta")
 }
 

@@ -8,11 +8,22 @@ pub const PUBLISHED_DIGITS: f64 = 1e-9;
 pub const FOUR_DIGITS: f64 = 5e-5;
 
 pub fn rdp(orders: OrderGrid, conversion: Conversion) -> Result<RdpAccountant> {
-    RdpConfig { orders, conversion, ..RdpConfig::default() }.build()
+    RdpConfig {
+        orders,
+        conversion,
+        ..RdpConfig::default()
+    }
+    .build()
 }
 
 pub fn rdp_abs(orders: OrderGrid, conversion: Conversion) -> Result<RdpAccountant> {
-    RdpConfig { orders, conversion, series: FractionalSeries::Absolute, ..RdpConfig::default() }.build()
+    RdpConfig {
+        orders,
+        conversion,
+        series: FractionalSeries::Absolute,
+        ..RdpConfig::default()
+    }
+    .build()
 }
 
 /// |got − want| ≤ tol·max(1, |want|), with a readable message.

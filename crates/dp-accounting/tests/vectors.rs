@@ -46,11 +46,21 @@ fn a2_opacus_gdp_epsilon() -> Result<()> {
 #[test]
 fn a4_a5_opacus_calibration() -> Result<()> {
     let make = || rdp(OrderGrid::Opacus, Conversion::Improved);
-    let epochs90 =
-        calibrate_noise(make, |s| DpEvent::dp_sgd(0.04, s, 2250), 8.0, 1e-5, CalibrationOptions::opacus())?;
+    let epochs90 = calibrate_noise(
+        make,
+        |s| DpEvent::dp_sgd(0.04, s, 2250),
+        8.0,
+        1e-5,
+        CalibrationOptions::opacus(),
+    )?;
     assert_eq!(epochs90.value, 1.416015625);
-    let steps2000 =
-        calibrate_noise(make, |s| DpEvent::dp_sgd(0.04, s, 2000), 8.0, 1e-5, CalibrationOptions::opacus())?;
+    let steps2000 = calibrate_noise(
+        make,
+        |s| DpEvent::dp_sgd(0.04, s, 2000),
+        8.0,
+        1e-5,
+        CalibrationOptions::opacus(),
+    )?;
     assert_eq!(steps2000.value, 1.356201171875);
     assert!(epochs90.epsilon <= 8.0 && steps2000.epsilon <= 8.0);
     Ok(())
@@ -128,9 +138,17 @@ fn a11_a13_tf_compute_dp_sgd_privacy() -> Result<()> {
 fn a14_a15_tf_example_level() -> Result<()> {
     let cases = [
         // (event, rdp ε, pld ε)
-        (DpEvent::self_composed(DpEvent::gaussian(0.7), 2), 10.8602036, 10.1224946),
+        (
+            DpEvent::self_composed(DpEvent::gaussian(0.7), 2),
+            10.8602036,
+            10.1224946,
+        ),
         (DpEvent::dp_sgd(0.01, 0.7, 120), 3.2392676, 2.4612381),
-        (DpEvent::self_composed(DpEvent::gaussian(0.35), 2), 26.2880374, 24.7160779),
+        (
+            DpEvent::self_composed(DpEvent::gaussian(0.35), 2),
+            26.2880374,
+            24.7160779,
+        ),
         (DpEvent::dp_sgd(0.01, 0.35, 120), 22.6248601, 18.6977407),
     ];
     for (event, want_rdp, want_pld) in cases {
@@ -140,6 +158,31 @@ fn a14_a15_tf_example_level() -> Result<()> {
         let mut pld = PldConfig::default().build()?;
         pld.compose(&event, 1)?;
         assert_close(pld.epsilon(1e-5)?, want_pld, 2e-3, "pld");
+    }
+    Ok(())
+}
+
+/// A16: TF `compute_dp_sgd_privacy_test.py:199-200, 294-295` — privacy statement for
+/// 10000 examples, batch 64, σ = 1.0 (2.0 with microbatching), 5 epochs, δ = 1e-6:
+/// Poisson sampling over ⌈5·10000/64⌉ = 782 steps, RDP 1.616 / PLD 1.199; each example
+/// once per epoch (5 unsampled Gaussians), RDP 13.376 / PLD 12.595.
+#[test]
+fn a16_tf_privacy_statement() -> Result<()> {
+    let cases = [
+        (DpEvent::dp_sgd(64.0 / 10000.0, 1.0, 782), 1.616, 1.199),
+        (
+            DpEvent::self_composed(DpEvent::gaussian(1.0), 5),
+            13.376,
+            12.595,
+        ),
+    ];
+    for (event, want_rdp, want_pld) in cases {
+        let mut acc = rdp_abs(OrderGrid::DpAccounting, Conversion::Improved)?;
+        acc.compose(&event, 1)?;
+        assert_close(acc.epsilon(1e-6)?, want_rdp, 5e-4, "rdp");
+        let mut pld = PldConfig::default().build()?;
+        pld.compose(&event, 1)?;
+        assert_close(pld.epsilon(1e-6)?, want_pld, 5e-4, "pld");
     }
     Ok(())
 }
@@ -163,12 +206,23 @@ fn a17_gdp_below_rdp() -> Result<()> {
 #[test]
 fn a18_dp_accounting_rdp_values() {
     let orders = [1.5, 2.5, 5.0, 50.0, 100.0];
-    let want = [6.70579741e-4, 1.08548710e-3, 2.18075656e-3, 2.38460375e-2, 1.67416308e2];
+    let want = [
+        6.70579741e-4,
+        1.08548710e-3,
+        2.18075656e-3,
+        2.38460375e-2,
+        1.67416308e2,
+    ];
     for (a, w) in orders.iter().zip(want) {
         let got = 50.0 * poisson_gaussian(0.01, 2.5, *a, FractionalSeries::Absolute);
         assert_rel(got, w, 1e-4, &format!("alpha {a}"));
     }
-    assert_rel(50.0 * poisson_gaussian(0.01, 2.5, 1.5, SIGNED), 6.50070897186739e-4, 1e-9, "exact 1.5");
+    assert_rel(
+        50.0 * poisson_gaussian(0.01, 2.5, 1.5, SIGNED),
+        6.50070897186739e-4,
+        1e-9,
+        "exact 1.5",
+    );
     assert!(poisson_gaussian(0.01, 2.5, f64::INFINITY, SIGNED).is_infinite());
 }
 
@@ -181,7 +235,12 @@ fn a19_constant_rdp_conversion() {
     let (eps, order) = epsilon_from_rdp(&orders, &rdp, 1e-5, Conversion::Improved);
     assert_close(eps, 1.32783806176, 1e-10, "epsilon");
     assert_eq!(order, 32.0);
-    assert_rel(delta_from_rdp(&orders, &rdp, eps, Conversion::Improved), 1e-5, 1e-8, "delta");
+    assert_rel(
+        delta_from_rdp(&orders, &rdp, eps, Conversion::Improved),
+        1e-5,
+        1e-8,
+        "delta",
+    );
 }
 
 /// A20: dp_accounting test :737-749 — Gaussian σ = 4.530877117, orders 1.000..99.999 step
@@ -199,8 +258,18 @@ fn a20_gaussian_fine_orders_round_trip() -> Result<()> {
 /// A21: dp_accounting test :483-488 — ExponentialMechanism(ε = 1) at α = 1 and 1000.
 #[test]
 fn a21_exponential_mechanism_curve() {
-    assert_close(curves::exponential_mechanism(1.0, 1.0), 0.123301561, 1e-9, "alpha 1");
-    assert_close(curves::exponential_mechanism(1.0, 1000.0), 1.0, 1e-12, "alpha 1000");
+    assert_close(
+        curves::exponential_mechanism(1.0, 1.0),
+        0.123301561,
+        1e-9,
+        "alpha 1",
+    );
+    assert_close(
+        curves::exponential_mechanism(1.0, 1000.0),
+        1.0,
+        1e-12,
+        "alpha 1000",
+    );
 }
 
 /// A23: dp_accounting `pld_privacy_accountant_test.py:253-274` — Gaussian σ = √3 × 3
@@ -232,7 +301,10 @@ fn a25_pld_laplace() -> Result<()> {
     pld.compose(&DpEvent::laplace(1.0), 3)?;
     pld.compose(&DpEvent::laplace(2.0), 2)?;
     assert!(pld.delta(4.0)? < 1e-12);
-    assert!(pld.delta(3.9)? > 1e-4, "the bound is tight, not trivially zero");
+    assert!(
+        pld.delta(3.9)? > 1e-4,
+        "the bound is tight, not trivially zero"
+    );
     let mut sampled = PldConfig::default().build()?;
     sampled.compose(&DpEvent::poisson_sampled(0.2, DpEvent::laplace(0.5)), 3)?;
     let eps = sampled.epsilon(1e-12)?;
@@ -252,9 +324,19 @@ fn a26_a27_autodp_table() {
         (0.25, 1.25, 0.1103603174246269),
     ];
     for (sigma, alpha, want) in cases {
-        assert_rel(poisson_gaussian(0.01, sigma, alpha, SIGNED), want, 1e-9, &format!("σ={sigma} α={alpha}"));
+        assert_rel(
+            poisson_gaussian(0.01, sigma, alpha, SIGNED),
+            want,
+            1e-9,
+            &format!("σ={sigma} α={alpha}"),
+        );
     }
-    assert_rel(poisson_gaussian(0.01, 0.25, 1.25, FractionalSeries::Absolute), 0.110573, 1e-5, "abs series");
+    assert_rel(
+        poisson_gaussian(0.01, 0.25, 1.25, FractionalSeries::Absolute),
+        0.110573,
+        1e-5,
+        "abs series",
+    );
 }
 
 // ---- Table B: exact quadrature of A_α (mpmath, 30–40 digits) ------------------------------
@@ -277,7 +359,10 @@ fn b_signed_series_equals_quadrature() {
         // bounds the relative error by ~2e-9 when A_α − 1 is ~1e-4.
         assert_rel(got, want, 1e-8, &format!("q={q} σ={sigma} α={alpha}"));
         let conservative = poisson_gaussian(q, sigma, alpha, FractionalSeries::Absolute);
-        assert!(conservative >= got * (1.0 - 1e-12), "absolute series is an upper bound");
+        assert!(
+            conservative >= got * (1.0 - 1e-12),
+            "absolute series is an upper bound"
+        );
     }
 }
 
@@ -296,10 +381,20 @@ fn c_tf_tutorial_table() -> Result<()> {
     }
     let mut improved = rdp(OrderGrid::TfLegacy, Conversion::Improved)?;
     improved.compose(&DpEvent::dp_sgd(q, 1.1, 14063), 1)?;
-    assert_close(improved.epsilon(1e-5)?, 2.5971, FOUR_DIGITS, "improved tf orders");
+    assert_close(
+        improved.epsilon(1e-5)?,
+        2.5971,
+        FOUR_DIGITS,
+        "improved tf orders",
+    );
     let mut dpa = rdp(OrderGrid::DpAccounting, Conversion::Improved)?;
     dpa.compose(&DpEvent::dp_sgd(q, 1.1, 14063), 1)?;
-    assert_close(dpa.epsilon(1e-5)?, 2.5967, FOUR_DIGITS, "improved dp_accounting orders");
+    assert_close(
+        dpa.epsilon(1e-5)?,
+        2.5967,
+        FOUR_DIGITS,
+        "improved dp_accounting orders",
+    );
     Ok(())
 }
 
@@ -307,7 +402,11 @@ fn c_tf_tutorial_table() -> Result<()> {
 /// classic conversion with Opacus's orders.
 #[test]
 fn c_opacus_mnist_table() -> Result<()> {
-    let cases = [(1.1, 15000, 2.9050, 2.5029), (1.3, 3750, 1.1597, 0.9220), (0.7, 11250, 6.8589, 6.0925)];
+    let cases = [
+        (1.1, 15000, 2.9050, 2.5029),
+        (1.3, 3750, 1.1597, 0.9220),
+        (0.7, 11250, 6.8589, 6.0925),
+    ];
     for (sigma, steps, classic, improved) in cases {
         let event = DpEvent::dp_sgd(0.004, sigma, steps);
         let mut c = rdp(OrderGrid::Opacus, Conversion::Classic)?;
@@ -328,7 +427,10 @@ fn gdp_repo_moments_epsilon(sigma: f64, epochs: f64) -> f64 {
     let q = 256.0 / 60000.0;
     let steps = epochs * 60000.0 / 256.0;
     let orders = OrderGrid::GdpPaper.orders();
-    let rdp: Vec<f64> = orders.iter().map(|&a| steps * poisson_gaussian(q, sigma, a, SIGNED)).collect();
+    let rdp: Vec<f64> = orders
+        .iter()
+        .map(|&a| steps * poisson_gaussian(q, sigma, a, SIGNED))
+        .collect();
     epsilon_from_rdp(&orders, &rdp, 1e-5, Conversion::Classic).0
 }
 
@@ -336,11 +438,21 @@ fn gdp_repo_moments_epsilon(sigma: f64, epochs: f64) -> f64 {
 fn gdp_paper_values() -> Result<()> {
     let q = 256.0 / 60000.0;
     let steps = 15.0 * 60000.0 / 256.0;
-    assert_close(gdp_repo_moments_epsilon(1.3, 15.0), 1.1912, FOUR_DIGITS, "MA");
+    assert_close(
+        gdp_repo_moments_epsilon(1.3, 15.0),
+        1.1912,
+        FOUR_DIGITS,
+        "MA",
+    );
     let mu = mu_poisson(q, 1.3, steps);
     assert_close(mu, 0.2273, FOUR_DIGITS, "mu");
     assert_close(epsilon_for_mu(1e-5, mu), 0.8345, FOUR_DIGITS, "CLT poisson");
-    assert_close(epsilon_for_mu(1e-5, mu_uniform(q, 1.3, steps)), 1.0685, FOUR_DIGITS, "CLT uniform");
+    assert_close(
+        epsilon_for_mu(1e-5, mu_uniform(q, 1.3, steps)),
+        1.0685,
+        FOUR_DIGITS,
+        "CLT uniform",
+    );
     // Figure 4: σ̃ matching ε_MA.
     let ma20 = gdp_repo_moments_epsilon(1.3, 20.0);
     assert_close(ma20, 1.3498, FOUR_DIGITS, "MA 20 epochs");

@@ -16,13 +16,19 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => {
             use clap::error::ErrorKind;
-            if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+            ) {
                 print!("{err}");
                 return ExitCode::SUCCESS;
             }
             // clap's message (before the usage block) names the problem; make it one line.
             let text = err.render().to_string();
-            let message = text.split("\n\nUsage").next().unwrap_or("error: invalid arguments");
+            let message = text
+                .split("\n\nUsage")
+                .next()
+                .unwrap_or("error: invalid arguments");
             eprintln!("{}", one_line(message));
             return ExitCode::from(2);
         }

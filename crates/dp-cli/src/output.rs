@@ -32,7 +32,11 @@ pub fn render_reports(header: &str, rows: &[Row], json: bool) -> Result<String> 
     }
     let mut out = String::new();
     writeln!(out, "{header}")?;
-    writeln!(out, "{:<12} {:>12} {:>7}  guarantee", "accountant", "epsilon", "order")?;
+    writeln!(
+        out,
+        "{:<12} {:>12} {:>7}  guarantee",
+        "accountant", "epsilon", "order"
+    )?;
     let mut notes = Vec::new();
     for row in rows {
         match row {
@@ -42,11 +46,21 @@ pub fn render_reports(header: &str, rows: &[Row], json: bool) -> Result<String> 
                     Guarantee::UpperBound => "upper bound",
                     Guarantee::Asymptotic => "asymptotic (CLT), may under-report",
                 };
-                writeln!(out, "{:<12} {:>12} {:>7}  {guarantee}", r.accountant, number(r.epsilon), order)?;
+                writeln!(
+                    out,
+                    "{:<12} {:>12} {:>7}  {guarantee}",
+                    r.accountant,
+                    number(r.epsilon),
+                    order
+                )?;
                 notes.extend(r.warnings.iter().map(|w| format!("{}: {w}", r.accountant)));
             }
             Row::Unsupported { accountant, reason } => {
-                writeln!(out, "{accountant:<12} {:>12} {:>7}  not available", "-", "-")?;
+                writeln!(
+                    out,
+                    "{accountant:<12} {:>12} {:>7}  not available",
+                    "-", "-"
+                )?;
                 notes.push(format!("{accountant}: {reason}"));
             }
         }

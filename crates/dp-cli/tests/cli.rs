@@ -11,7 +11,11 @@ fn dp(args: &str) -> Output {
 
 fn stdout(args: &str) -> String {
     let out = dp(args);
-    assert!(out.status.success(), "dp {args}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "dp {args}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
@@ -24,7 +28,10 @@ fn account_all_mnist_snapshots() {
             let args = format!(
                 "account --dataset-size 60000 --batch-size 256 --epochs {epochs} --sigma {sigma} --delta 1e-5 --accountant all"
             );
-            insta::assert_snapshot!(format!("account_all_sigma{sigma}_epochs{epochs}"), stdout(&args));
+            insta::assert_snapshot!(
+                format!("account_all_sigma{sigma}_epochs{epochs}"),
+                stdout(&args)
+            );
         }
     }
 }
@@ -39,17 +46,26 @@ fn account_json_has_the_documented_fields() {
     let eps = value["epsilon"].as_f64().expect("number");
     assert!((eps - 2.5966).abs() < 1e-3, "{eps}");
 
-    let all = stdout("account --q 0.0042667 --sigma 1.1 --steps 14062 --delta 1e-5 --json --accountant all");
+    let all = stdout(
+        "account --q 0.0042667 --sigma 1.1 --steps 14062 --delta 1e-5 --json --accountant all",
+    );
     let rows: Vec<serde_json::Value> = serde_json::from_str(&all).expect("json array");
-    let names: Vec<&str> = rows.iter().filter_map(|r| r["accountant"].as_str()).collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r["accountant"].as_str())
+        .collect();
     assert_eq!(names, ["rdp", "rdp-classic", "pld", "gdp"]);
-    assert!(rows.iter().all(|r| r["epsilon"].is_number() && r["delta"].is_number()));
+    assert!(rows
+        .iter()
+        .all(|r| r["epsilon"].is_number() && r["delta"].is_number()));
     assert_eq!(rows[3]["guarantee"], "asymptotic");
 }
 
 #[test]
 fn calibrate_reproduces_opacus_and_never_overshoots() {
-    let text = stdout("calibrate --target-epsilon 8 --delta 1e-5 --q 0.04 --epochs 90 --opacus-search --json");
+    let text = stdout(
+        "calibrate --target-epsilon 8 --delta 1e-5 --q 0.04 --epochs 90 --opacus-search --json",
+    );
     let value: serde_json::Value = serde_json::from_str(&text).expect("json");
     assert_eq!(value["sigma"], 1.416015625);
     assert_eq!(value["steps"], 2250);
@@ -69,25 +85,64 @@ fn bad_input_is_one_line_and_exit_code_2() {
     let cases = [
         ("account --q 1.5 --sigma 1 --steps 10 --delta 1e-5", "--q"),
         ("account --q 0 --sigma 1 --steps 10 --delta 1e-5", "--q"),
-        ("account --q 0.01 --sigma 0 --steps 10 --delta 1e-5", "--sigma"),
-        ("account --q 0.01 --sigma -1 --steps 10 --delta 1e-5", "--sigma"),
-        ("account --q 0.01 --sigma NaN --steps 10 --delta 1e-5", "--sigma"),
-        ("account --q 0.01 --sigma 1 --steps 0 --delta 1e-5", "--steps"),
+        (
+            "account --q 0.01 --sigma 0 --steps 10 --delta 1e-5",
+            "--sigma",
+        ),
+        (
+            "account --q 0.01 --sigma -1 --steps 10 --delta 1e-5",
+            "--sigma",
+        ),
+        (
+            "account --q 0.01 --sigma NaN --steps 10 --delta 1e-5",
+            "--sigma",
+        ),
+        (
+            "account --q 0.01 --sigma 1 --steps 0 --delta 1e-5",
+            "--steps",
+        ),
         ("account --q 0.01 --sigma 1 --steps 10 --delta 1", "--delta"),
         ("account --q 0.01 --sigma 1 --steps 10 --delta 0", "--delta"),
-        ("account --q 0.01 --sigma 1 --steps 10 --delta nan", "--delta"),
+        (
+            "account --q 0.01 --sigma 1 --steps 10 --delta nan",
+            "--delta",
+        ),
         ("account --q 0.01 --sigma 1 --delta 1e-5", "--steps"),
         ("account --sigma 1 --steps 10 --delta 1e-5", "--q"),
         ("account --q 0.01 --steps 10 --delta 1e-5", "--sigma"),
-        ("account --q 0.01 --sigma 1 --steps 10 --epochs 3 --delta 1e-5", "--epochs"),
+        (
+            "account --q 0.01 --sigma 1 --steps 10 --epochs 3 --delta 1e-5",
+            "--epochs",
+        ),
         ("account --q 0.01 --sigma 1 --steps -3 --delta 1e-5", "-3"),
-        ("account --q 0.01 --sigma 1 --steps 10 --delta 1e-5 --accountant nope", "nope"),
-        ("account --dataset-size 100 --batch-size 200 --sigma 1 --steps 10 --delta 1e-5", "--batch-size"),
-        ("account --q 0.01 --sigma 1 --steps 10 --delta 1e-5 --sampling without-replacement", "without-replacement"),
-        ("account --q 0.01 --sigma 1 --epochs inf --delta 1e-5", "--epochs"),
-        ("calibrate --target-epsilon -1 --delta 1e-5 --q 0.01 --steps 10", "--target-epsilon"),
-        ("calibrate --target-epsilon 1 --delta 1e-5 --q 0.01", "--steps"),
-        ("account --q 0.5 --sigma 1 --steps 18446744073709551615 --delta 1e-5 --accountant pld", "grid"),
+        (
+            "account --q 0.01 --sigma 1 --steps 10 --delta 1e-5 --accountant nope",
+            "nope",
+        ),
+        (
+            "account --dataset-size 100 --batch-size 200 --sigma 1 --steps 10 --delta 1e-5",
+            "--batch-size",
+        ),
+        (
+            "account --q 0.01 --sigma 1 --steps 10 --delta 1e-5 --sampling without-replacement",
+            "without-replacement",
+        ),
+        (
+            "account --q 0.01 --sigma 1 --epochs inf --delta 1e-5",
+            "--epochs",
+        ),
+        (
+            "calibrate --target-epsilon -1 --delta 1e-5 --q 0.01 --steps 10",
+            "--target-epsilon",
+        ),
+        (
+            "calibrate --target-epsilon 1 --delta 1e-5 --q 0.01",
+            "--steps",
+        ),
+        (
+            "account --q 0.5 --sigma 1 --steps 18446744073709551615 --delta 1e-5 --accountant pld",
+            "grid",
+        ),
         ("frobnicate", "frobnicate"),
     ];
     for (args, needle) in cases {
@@ -95,7 +150,10 @@ fn bad_input_is_one_line_and_exit_code_2() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "dp {args}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "dp {args}: {stderr}");
-        assert!(stderr.contains(needle), "dp {args}: {stderr} should name {needle}");
+        assert!(
+            stderr.contains(needle),
+            "dp {args}: {stderr} should name {needle}"
+        );
         assert!(out.stdout.is_empty(), "dp {args}");
     }
 }

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use super::mechanism::{epsilon_delta_pmf, Direction, Noise, SubsampledMechanism};
 use super::pmf::LossPmf;
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant,
-    Guarantee, PrivacyReport,
+    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::{require_positive, Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
@@ -41,8 +41,11 @@ impl Default for PldConfig {
 impl PldConfig {
     /// Builds the accountant after validating the settings.
     pub fn build(self) -> Result<PldAccountant> {
-        require_positive("value_discretization_interval", self.value_discretization_interval)?;
-        if !(self.log_mass_truncation_bound < 0.0) {
+        require_positive(
+            "value_discretization_interval",
+            self.value_discretization_interval,
+        )?;
+        if self.log_mass_truncation_bound.is_nan() || self.log_mass_truncation_bound >= 0.0 {
             return Err(Error::InvalidParameter {
                 name: "log_mass_truncation_bound",
                 value: self.log_mass_truncation_bound,
@@ -108,29 +111,61 @@ impl PldAccountant {
     fn leaves(&self, event: &DpEvent, count: u64, out: &mut Vec<(Leaf, u64)>) -> Result<()> {
         match event {
             DpEvent::NoOp => Ok(()),
-            DpEvent::SelfComposed { event, count: inner } => {
-                self.leaves(event, count.saturating_mul(*inner), out)
-            }
+            DpEvent::SelfComposed {
+                event,
+                count: inner,
+            } => self.leaves(event, count.saturating_mul(*inner), out),
             DpEvent::Composed { events } => {
                 events.iter().try_for_each(|e| self.leaves(e, count, out))
             }
             DpEvent::Gaussian { noise_multiplier } => {
-                out.push((Leaf::Mechanism { noise: Noise::Gaussian { sigma: *noise_multiplier }, sampling_rate: 1.0 }, count));
+                out.push((
+                    Leaf::Mechanism {
+                        noise: Noise::Gaussian {
+                            sigma: *noise_multiplier,
+                        },
+                        sampling_rate: 1.0,
+                    },
+                    count,
+                ));
                 Ok(())
             }
             DpEvent::Laplace { noise_multiplier } => {
-                out.push((Leaf::Mechanism { noise: Noise::Laplace { scale: *noise_multiplier }, sampling_rate: 1.0 }, count));
+                out.push((
+                    Leaf::Mechanism {
+                        noise: Noise::Laplace {
+                            scale: *noise_multiplier,
+                        },
+                        sampling_rate: 1.0,
+                    },
+                    count,
+                ));
                 Ok(())
             }
             DpEvent::EpsilonDelta { epsilon, delta } => {
-                out.push((Leaf::PureOrApprox { epsilon: *epsilon, delta: *delta }, count));
+                out.push((
+                    Leaf::PureOrApprox {
+                        epsilon: *epsilon,
+                        delta: *delta,
+                    },
+                    count,
+                ));
                 Ok(())
             }
             DpEvent::Exponential { epsilon } => {
-                out.push((Leaf::PureOrApprox { epsilon: *epsilon, delta: 0.0 }, count));
+                out.push((
+                    Leaf::PureOrApprox {
+                        epsilon: *epsilon,
+                        delta: 0.0,
+                    },
+                    count,
+                ));
                 Ok(())
             }
-            DpEvent::PoissonSampled { sampling_rate, event: inner } => {
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event: inner,
+            } => {
                 if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
                     return Err(unsupported(
                         "pld",
@@ -141,14 +176,30 @@ impl PldAccountant {
                 let noise = if let Some(sigma) = inner.effective_gaussian_noise_multiplier() {
                     Noise::Gaussian { sigma }
                 } else if let DpEvent::Laplace { noise_multiplier } = **inner {
-                    Noise::Laplace { scale: noise_multiplier }
+                    Noise::Laplace {
+                        scale: noise_multiplier,
+                    }
                 } else {
-                    return Err(unsupported("pld", event, "the sampled event must be Gaussian-like or Laplace"));
+                    return Err(unsupported(
+                        "pld",
+                        event,
+                        "the sampled event must be Gaussian-like or Laplace",
+                    ));
                 };
-                out.push((Leaf::Mechanism { noise, sampling_rate: *sampling_rate }, count));
+                out.push((
+                    Leaf::Mechanism {
+                        noise,
+                        sampling_rate: *sampling_rate,
+                    },
+                    count,
+                ));
                 Ok(())
             }
-            other => Err(unsupported("pld", other, "no privacy loss distribution is implemented for it")),
+            other => Err(unsupported(
+                "pld",
+                other,
+                "no privacy loss distribution is implemented for it",
+            )),
         }
     }
 
@@ -160,7 +211,10 @@ impl PldAccountant {
                 let pmf = epsilon_delta_pmf(epsilon, delta, interval)?;
                 Ok((pmf.clone(), pmf))
             }
-            Leaf::Mechanism { noise, sampling_rate } => {
+            Leaf::Mechanism {
+                noise,
+                sampling_rate,
+            } => {
                 let degenerate = match noise {
                     Noise::Gaussian { sigma } => sigma == 0.0,
                     Noise::Laplace { scale } => scale == 0.0,
@@ -173,16 +227,29 @@ impl PldAccountant {
                     return Ok((LossPmf::identity(interval), LossPmf::identity(interval)));
                 }
                 if degenerate {
-                    let leak = LossPmf { interval, lower: 0, probs: vec![0.0], infinity_mass: sampling_rate };
+                    let leak = LossPmf {
+                        interval,
+                        lower: 0,
+                        probs: vec![0.0],
+                        infinity_mass: sampling_rate,
+                    };
                     return Ok((leak.clone(), leak));
                 }
                 let make = |direction| {
-                    SubsampledMechanism { noise, sampling_rate, direction }
-                        .connect_the_dots(interval, self.config.log_mass_truncation_bound)
+                    SubsampledMechanism {
+                        noise,
+                        sampling_rate,
+                        direction,
+                    }
+                    .connect_the_dots(interval, self.config.log_mass_truncation_bound)
                 };
                 let remove = make(Direction::Remove)?;
                 // Without sampling the two directions have the same PLD (symmetric noise).
-                let add = if sampling_rate == 1.0 { remove.clone() } else { make(Direction::Add)? };
+                let add = if sampling_rate == 1.0 {
+                    remove.clone()
+                } else {
+                    make(Direction::Add)?
+                };
                 Ok((remove, add))
             }
         }
@@ -230,7 +297,10 @@ impl Accountant for PldAccountant {
 
     fn epsilon_report(&self, target_delta: f64) -> Result<PrivacyReport> {
         check_target_delta(target_delta)?;
-        let epsilon = self.remove.epsilon(target_delta).max(self.add.epsilon(target_delta));
+        let epsilon = self
+            .remove
+            .epsilon(target_delta)
+            .max(self.add.epsilon(target_delta));
         Ok(PrivacyReport {
             accountant: "pld".to_string(),
             epsilon,
@@ -243,6 +313,9 @@ impl Accountant for PldAccountant {
 
     fn delta(&self, target_epsilon: f64) -> Result<f64> {
         check_target_epsilon(target_epsilon)?;
-        Ok(self.remove.delta(target_epsilon).max(self.add.delta(target_epsilon)))
+        Ok(self
+            .remove
+            .delta(target_epsilon)
+            .max(self.add.delta(target_epsilon)))
     }
 }

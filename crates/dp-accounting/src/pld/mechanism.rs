@@ -43,7 +43,9 @@ impl SubsampledMechanism {
     /// Survival function `P_{μ(·−shift)}(X > x)`.
     fn survival(&self, x: f64, shift: f64) -> f64 {
         match self.noise {
-            Noise::Gaussian { sigma } => 0.5 * erfc((x - shift) / (sigma * std::f64::consts::SQRT_2)),
+            Noise::Gaussian { sigma } => {
+                0.5 * erfc((x - shift) / (sigma * std::f64::consts::SQRT_2))
+            }
             Noise::Laplace { scale } => {
                 let z = (x - shift) / scale;
                 if z >= 0.0 {
@@ -57,7 +59,9 @@ impl SubsampledMechanism {
 
     fn cdf(&self, x: f64, shift: f64) -> f64 {
         match self.noise {
-            Noise::Gaussian { sigma } => 0.5 * erfc(-(x - shift) / (sigma * std::f64::consts::SQRT_2)),
+            Noise::Gaussian { sigma } => {
+                0.5 * erfc(-(x - shift) / (sigma * std::f64::consts::SQRT_2))
+            }
             Noise::Laplace { .. } => 1.0 - self.survival(x, shift),
         }
     }
@@ -184,7 +188,9 @@ impl SubsampledMechanism {
         let lower = (lo_loss / interval).floor() as i64;
         let upper = ((hi_loss / interval).ceil() as i64).max(lower + 1);
         let n = (upper - lower + 1) as usize;
-        let eps: Vec<f64> = (0..n).map(|i| (lower + i as i64) as f64 * interval).collect();
+        let eps: Vec<f64> = (0..n)
+            .map(|i| (lower + i as i64) as f64 * interval)
+            .collect();
         let deltas: Vec<f64> = eps.iter().map(|&e| self.delta(e)).collect();
         // B_j = (δ_j − δ_{j+1})/(e^{ε_{j+1}} − e^{ε_j}) is Σ_{i>j} p_i e^{−ε_i};
         // p_j = e^{ε_j}(B_{j−1} − B_j), with B_{−1} = (1 − δ₀)e^{−ε₀} and B_n = 0.
@@ -195,9 +201,15 @@ impl SubsampledMechanism {
             slopes.push(((deltas[j] - deltas[j + 1]) / de).max(0.0));
         }
         slopes.push(0.0);
-        let probs: Vec<f64> =
-            (0..n).map(|j| (eps[j].exp() * (slopes[j] - slopes[j + 1])).max(0.0)).collect();
-        Ok(LossPmf { interval, lower, probs, infinity_mass: deltas[n - 1] })
+        let probs: Vec<f64> = (0..n)
+            .map(|j| (eps[j].exp() * (slopes[j] - slopes[j + 1])).max(0.0))
+            .collect();
+        Ok(LossPmf {
+            interval,
+            lower,
+            probs,
+            infinity_mass: deltas[n - 1],
+        })
     }
 }
 
@@ -235,5 +247,10 @@ pub(crate) fn epsilon_delta_pmf(epsilon: f64, delta: f64, interval: f64) -> Resu
     let e = epsilon.exp();
     probs[0] += (1.0 - delta) / (1.0 + e);
     probs[n - 1] += (1.0 - delta) * e / (1.0 + e);
-    Ok(LossPmf { interval, lower: lo_idx, probs, infinity_mass: delta })
+    Ok(LossPmf {
+        interval,
+        lower: lo_idx,
+        probs,
+        infinity_mass: delta,
+    })
 }

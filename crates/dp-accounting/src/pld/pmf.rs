@@ -21,7 +21,12 @@ pub(crate) struct LossPmf {
 impl LossPmf {
     /// The distribution of a mechanism that leaks nothing: all mass at loss 0.
     pub fn identity(interval: f64) -> Self {
-        LossPmf { interval, lower: 0, probs: vec![1.0], infinity_mass: 0.0 }
+        LossPmf {
+            interval,
+            lower: 0,
+            probs: vec![1.0],
+            infinity_mass: 0.0,
+        }
     }
 
     fn loss(&self, i: usize) -> f64 {
@@ -53,7 +58,11 @@ impl LossPmf {
         for j in (0..self.probs.len()).rev() {
             mass_above += self.probs[j];
             weighted_above += self.probs[j] * (-self.loss(j)).exp();
-            let next_lower = if j == 0 { f64::NEG_INFINITY } else { self.loss(j - 1) };
+            let next_lower = if j == 0 {
+                f64::NEG_INFINITY
+            } else {
+                self.loss(j - 1)
+            };
             let delta_at_next = mass_above - (next_lower.exp() * weighted_above);
             if next_lower == f64::NEG_INFINITY || delta_at_next > delta {
                 if weighted_above <= 0.0 {
@@ -118,10 +127,20 @@ impl LossPmf {
             lo_loss = lo_loss.max(-(k * self.log_mgf(-t) - log_half_tail) / t);
         }
         let base = self.lower as f64 * k;
-        let clamp = |x: f64, default: f64| if x.is_nan() { default } else { x.clamp(0.0, full_hi as f64) };
+        let clamp = |x: f64, default: f64| {
+            if x.is_nan() {
+                default
+            } else {
+                x.clamp(0.0, full_hi as f64)
+            }
+        };
         let lo = clamp(((lo_loss / self.interval) - base).floor(), 0.0);
         let hi = clamp(((hi_loss / self.interval) - base).ceil(), full_hi as f64);
-        let (lo, hi) = if lo > hi { (0.0, full_hi as f64) } else { (lo, hi) };
+        let (lo, hi) = if lo > hi {
+            (0.0, full_hi as f64)
+        } else {
+            (lo, hi)
+        };
         if hi - lo >= MAX_GRID_POINTS as f64 {
             return Err(too_long());
         }
@@ -212,8 +231,7 @@ impl LossPmf {
             result.iter_mut().for_each(|p| *p = p.max(0.0));
             result
         };
-        let infinity_mass =
-            1.0 - (1.0 - self.infinity_mass) * (1.0 - other.infinity_mass);
+        let infinity_mass = 1.0 - (1.0 - self.infinity_mass) * (1.0 - other.infinity_mass);
         let mut out = LossPmf {
             interval: self.interval,
             lower: self.lower + other.lower,
@@ -269,7 +287,10 @@ fn forward_spectrum(mut input: Vec<f64>) -> Vec<Complex<f64>> {
 }
 
 /// Real FFT of `input`, `map` on each frequency, inverse FFT, scaled by 1/n.
-fn cyclic_transform(input: Vec<f64>, mut map: impl FnMut(Complex<f64>) -> Complex<f64>) -> Vec<f64> {
+fn cyclic_transform(
+    input: Vec<f64>,
+    mut map: impl FnMut(Complex<f64>) -> Complex<f64>,
+) -> Vec<f64> {
     let n = input.len();
     let mut spectrum = forward_spectrum(input);
     for z in spectrum.iter_mut() {
@@ -315,7 +336,12 @@ mod tests {
     fn coin(interval: f64) -> LossPmf {
         // Losses ±1 (in units of `interval` = 1) with probabilities e/(1+e), 1/(1+e).
         let e = 1f64.exp();
-        LossPmf { interval, lower: -1, probs: vec![1.0 / (1.0 + e), 0.0, e / (1.0 + e)], infinity_mass: 0.0 }
+        LossPmf {
+            interval,
+            lower: -1,
+            probs: vec![1.0 / (1.0 + e), 0.0, e / (1.0 + e)],
+            infinity_mass: 0.0,
+        }
     }
 
     #[test]

@@ -6,8 +6,8 @@ use super::conversion::{epsilon_at_order, log_delta_at_order, Conversion};
 use super::curves::{self, FractionalSeries};
 use super::orders::OrderGrid;
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant,
-    Guarantee, PrivacyReport,
+    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::Result;
 use crate::event::{DpEvent, NeighbouringRelation};
@@ -113,15 +113,18 @@ impl RdpAccountant {
         let relation = self.config.relation;
         match event {
             DpEvent::NoOp => Ok(()),
-            DpEvent::SelfComposed { event: inner, count: inner_count } => {
-                self.visit(inner, count.saturating_mul(*inner_count), apply)
-            }
+            DpEvent::SelfComposed {
+                event: inner,
+                count: inner_count,
+            } => self.visit(inner, count.saturating_mul(*inner_count), apply),
             DpEvent::Composed { events } => {
                 events.iter().try_for_each(|e| self.visit(e, count, apply))
             }
             DpEvent::Gaussian { noise_multiplier } => {
                 let sigma = *noise_multiplier;
-                self.add_curve(apply, count_f, |a| curves::poisson_gaussian(1.0, sigma, a, FractionalSeries::Signed));
+                self.add_curve(apply, count_f, |a| {
+                    curves::poisson_gaussian(1.0, sigma, a, FractionalSeries::Signed)
+                });
                 Ok(())
             }
             DpEvent::Laplace { noise_multiplier } => {
@@ -149,7 +152,10 @@ impl RdpAccountant {
                 self.add_curve(apply, count_f, |a| curves::randomized_response(eps, a));
                 Ok(())
             }
-            DpEvent::PoissonSampled { sampling_rate, event: inner } => {
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event: inner,
+            } => {
                 if relation != NeighbouringRelation::AddOrRemoveOne {
                     return Err(unsupported(
                         self.display_name(),
@@ -158,13 +164,23 @@ impl RdpAccountant {
                     ));
                 }
                 let sigma = inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
-                    unsupported(self.display_name(), event, "the sampled event must be Gaussian-like")
+                    unsupported(
+                        self.display_name(),
+                        event,
+                        "the sampled event must be Gaussian-like",
+                    )
                 })?;
                 let (q, series) = (*sampling_rate, self.config.series);
-                self.add_curve(apply, count_f, |a| curves::poisson_gaussian(q, sigma, a, series));
+                self.add_curve(apply, count_f, |a| {
+                    curves::poisson_gaussian(q, sigma, a, series)
+                });
                 Ok(())
             }
-            DpEvent::SampledWithoutReplacement { source_dataset_size, sample_size, event: inner } => {
+            DpEvent::SampledWithoutReplacement {
+                source_dataset_size,
+                sample_size,
+                event: inner,
+            } => {
                 if relation != NeighbouringRelation::ReplaceOne {
                     return Err(unsupported(
                         self.display_name(),
@@ -173,10 +189,16 @@ impl RdpAccountant {
                     ));
                 }
                 let sigma = inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
-                    unsupported(self.display_name(), event, "the sampled event must be Gaussian-like")
+                    unsupported(
+                        self.display_name(),
+                        event,
+                        "the sampled event must be Gaussian-like",
+                    )
                 })?;
                 let q = *sample_size as f64 / *source_dataset_size as f64;
-                self.add_curve(apply, count_f, |a| curves::sampled_without_replacement_gaussian(q, sigma, a));
+                self.add_curve(apply, count_f, |a| {
+                    curves::sampled_without_replacement_gaussian(q, sigma, a)
+                });
                 Ok(())
             }
         }
@@ -256,7 +278,10 @@ impl Accountant for RdpAccountant {
             .zip(&self.rdp)
             .map(|(&a, &r)| epsilon_at_order(self.config.conversion, a, r, delta))
             .enumerate()
-            .fold((0, f64::INFINITY), |acc, (i, e)| if e < acc.1 { (i, e) } else { acc });
+            .fold(
+                (0, f64::INFINITY),
+                |acc, (i, e)| if e < acc.1 { (i, e) } else { acc },
+            );
         report.epsilon = eps.max(0.0);
         report.order = Some(self.orders[best]);
         if eps.is_finite() && eps > 0.0 && (best == 0 || best + 1 == self.orders.len()) {

@@ -41,7 +41,12 @@ pub(crate) fn epsilon_at_order(conversion: Conversion, alpha: f64, rdp: f64, del
 }
 
 /// ln δ at `epsilon` for one order.
-pub(crate) fn log_delta_at_order(conversion: Conversion, alpha: f64, rdp: f64, epsilon: f64) -> f64 {
+pub(crate) fn log_delta_at_order(
+    conversion: Conversion,
+    alpha: f64,
+    rdp: f64,
+    epsilon: f64,
+) -> f64 {
     if rdp.is_nan() {
         return 0.0;
     }

@@ -82,7 +82,10 @@ fn series_terms(q: f64, sigma: f64, alpha: f64, i: f64, log_abs_coef: f64, z0: f
     let log_t1 = log_abs_coef + j * log_q + i * log_1mq;
     let log_e0 = 0.5f64.ln() + log_erfc((i - z0) / scale);
     let log_e1 = 0.5f64.ln() + log_erfc((z0 - j) / scale);
-    (log_t0 + (i * i - i) / two_var + log_e0, log_t1 + (j * j - j) / two_var + log_e1)
+    (
+        log_t0 + (i * i - i) / two_var + log_e0,
+        log_t1 + (j * j - j) / two_var + log_e1,
+    )
 }
 
 fn log_a_fractional_signed(q: f64, sigma: f64, alpha: f64) -> f64 {
@@ -106,7 +109,11 @@ fn log_a_fractional_signed(q: f64, sigma: f64, alpha: f64) -> f64 {
         a1 = a1.add(SignedLog::new(coef_positive, log_s1));
         if log_s0.max(log_s1) < -30.0 {
             let total = a0.add(a1);
-            return if total.positive { total.log_abs } else { f64::INFINITY };
+            return if total.positive {
+                total.log_abs
+            } else {
+                f64::INFINITY
+            };
         }
     }
     f64::INFINITY
@@ -211,7 +218,8 @@ fn wor_log_a_integer(q: f64, sigma: f64, alpha: u64) -> f64 {
     } else {
         for i in 3..=alpha {
             let i_f = i as f64;
-            let s = std::f64::consts::LN_2 + cgf(i_f - 1.0) + i_f * log_q + log_binomial(alpha_f, i_f);
+            let s =
+                std::f64::consts::LN_2 + cgf(i_f - 1.0) + i_f * log_q + log_binomial(alpha_f, i_f);
             log_a = log_add(log_a, s);
         }
     }
@@ -221,8 +229,9 @@ fn wor_log_a_integer(q: f64, sigma: f64, alpha: u64) -> f64 {
 /// `ln |Δ^{k+1} h(0)|` for k = 0..=n+1, where `h(j) = exp(cgf(j − 1))` (so h(0) = 1).
 fn forward_differences_log(cgf: impl Fn(f64) -> f64, n: usize) -> Vec<f64> {
     let len = n + 3;
-    let mut values: Vec<SignedLog> =
-        (0..len).map(|j| SignedLog::new(true, if j == 0 { 0.0 } else { cgf(j as f64 - 1.0) })).collect();
+    let mut values: Vec<SignedLog> = (0..len)
+        .map(|j| SignedLog::new(true, if j == 0 { 0.0 } else { cgf(j as f64 - 1.0) }))
+        .collect();
     let mut deltas = Vec::with_capacity(n + 2);
     for i in 0..n + 2 {
         let m = n + 2 - i;
@@ -289,8 +298,15 @@ pub fn exponential_mechanism(epsilon: f64, alpha: f64) -> f64 {
 /// `(ε α + ln(1 + e^{ε(1−2α)}) − ln(1 + e^ε))/(α−1)`, which upper-bounds `D_α` of any
 /// ε-DP pair (Mironov 2017 §III; dp_accounting uses the same bound).
 pub fn randomized_response(epsilon: f64, alpha: f64) -> f64 {
-    let log1p_exp = |x: f64| if x > 0.0 { x + (-x).exp().ln_1p() } else { x.exp().ln_1p() };
-    (epsilon * alpha + log1p_exp(epsilon * (1.0 - 2.0 * alpha)) - log1p_exp(epsilon)) / (alpha - 1.0)
+    let log1p_exp = |x: f64| {
+        if x > 0.0 {
+            x + (-x).exp().ln_1p()
+        } else {
+            x.exp().ln_1p()
+        }
+    };
+    (epsilon * alpha + log1p_exp(epsilon * (1.0 - 2.0 * alpha)) - log1p_exp(epsilon))
+        / (alpha - 1.0)
 }
 
 #[cfg(test)]
@@ -307,5 +323,4 @@ mod tests {
             assert!((at_int - near).abs() / at_int < 1e-6, "{at_int} vs {near}");
         }
     }
-
 }

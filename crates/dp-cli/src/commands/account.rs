@@ -16,12 +16,17 @@ pub fn run(args: &AccountArgs) -> Result<String> {
     let mut rows = Vec::new();
     for kind in &run.accountants {
         let mut accountant = kind.build(run.relation(), &run.orders)?;
-        let outcome = accountant.compose(&event, 1).and_then(|()| accountant.epsilon_report(delta));
+        let outcome = accountant
+            .compose(&event, 1)
+            .and_then(|()| accountant.epsilon_report(delta));
         match outcome {
             Ok(report) => rows.push(Row::Report(report)),
             // One accountant asked for: its refusal is the command's error.
             Err(err) if single => return Err(err.into()),
-            Err(err) => rows.push(Row::Unsupported { accountant: kind.name().to_string(), reason: err.to_string() }),
+            Err(err) => rows.push(Row::Unsupported {
+                accountant: kind.name().to_string(),
+                reason: err.to_string(),
+            }),
         }
     }
     let header = format!(

@@ -9,7 +9,10 @@ use crate::args::CalibrateArgs;
 
 pub fn run(args: &CalibrateArgs) -> Result<String> {
     if !(args.target_epsilon.is_finite() && args.target_epsilon > 0.0) {
-        bail!("--target-epsilon ({}) must be finite and > 0", args.target_epsilon);
+        bail!(
+            "--target-epsilon ({}) must be finite and > 0",
+            args.target_epsilon
+        );
     }
     let delta = check_delta(args.delta)?;
     if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
@@ -25,7 +28,8 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
             if run.steps.is_some() {
                 bail!("with --sigma, calibrate solves for the steps: drop --steps/--epochs");
             }
-            let solved = calibrate_steps(make, |t| run.event(sigma, t), args.target_epsilon, delta)?;
+            let solved =
+                calibrate_steps(make, |t| run.event(sigma, t), args.target_epsilon, delta)?;
             text.push_str(&format!(
                 "{:<12} steps = {}  (epsilon = {:.6} at sigma = {sigma})\n",
                 kind.name(),
@@ -39,9 +43,18 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
             let options = if args.opacus_search {
                 CalibrationOptions::opacus()
             } else {
-                CalibrationOptions { relative_tolerance: args.tolerance, ..CalibrationOptions::default() }
+                CalibrationOptions {
+                    relative_tolerance: args.tolerance,
+                    ..CalibrationOptions::default()
+                }
             };
-            let solved = calibrate_noise(make, |s| run.event(s, steps), args.target_epsilon, delta, options)?;
+            let solved = calibrate_noise(
+                make,
+                |s| run.event(s, steps),
+                args.target_epsilon,
+                delta,
+                options,
+            )?;
             text.push_str(&format!(
                 "{:<12} sigma = {:.6}  (epsilon = {:.6} <= {} at {steps} steps)\n",
                 kind.name(),
@@ -55,8 +68,16 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
         results.push(result);
     }
     if run.json {
-        let value = if results.len() == 1 { results.remove(0) } else { serde_json::Value::Array(results) };
+        let value = if results.len() == 1 {
+            results.remove(0)
+        } else {
+            serde_json::Value::Array(results)
+        };
         return Ok(format!("{}\n", serde_json::to_string_pretty(&value)?));
     }
-    Ok(format!("{}; target epsilon = {}, delta = {delta:e}\n{text}", run.describe(), args.target_epsilon))
+    Ok(format!(
+        "{}; target epsilon = {}, delta = {delta:e}\n{text}",
+        run.describe(),
+        args.target_epsilon
+    ))
 }

@@ -6,8 +6,10 @@ mod calibrate;
 use anyhow::{bail, Result};
 use dp_accounting::{AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 
+use crate::args::{
+    AccountantChoice, Cli, Command, OrdersChoice, RunArgs, SamplingChoice, StepsRounding,
+};
 use crate::output::number;
-use crate::args::{AccountantChoice, Cli, Command, OrdersChoice, RunArgs, SamplingChoice, StepsRounding};
 
 /// Runs the parsed command and returns what to print.
 pub fn run(cli: Cli) -> Result<String> {
@@ -46,10 +48,17 @@ impl Run {
     /// The event of `steps` steps at noise multiplier σ.
     pub fn event(&self, sigma: f64, steps: u64) -> DpEvent {
         let step = match self.sampling {
-            Sampling::Poisson => DpEvent::poisson_sampled(self.sampling_rate, DpEvent::gaussian(sigma)),
-            Sampling::WithoutReplacement { dataset_size, batch_size } => {
-                DpEvent::sampled_without_replacement(dataset_size, batch_size, DpEvent::gaussian(sigma))
+            Sampling::Poisson => {
+                DpEvent::poisson_sampled(self.sampling_rate, DpEvent::gaussian(sigma))
             }
+            Sampling::WithoutReplacement {
+                dataset_size,
+                batch_size,
+            } => DpEvent::sampled_without_replacement(
+                dataset_size,
+                batch_size,
+                DpEvent::gaussian(sigma),
+            ),
         };
         DpEvent::self_composed(step, steps)
     }
@@ -96,7 +105,9 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
         }
         (None, Some(_), None) => bail!("--dataset-size needs --batch-size"),
         (None, None, Some(_)) => bail!("--batch-size needs --dataset-size"),
-        (None, None, None) => bail!("missing the sampling rate: give --q or --dataset-size and --batch-size"),
+        (None, None, None) => {
+            bail!("missing the sampling rate: give --q or --dataset-size and --batch-size")
+        }
     };
     if !(sampling_rate > 0.0 && sampling_rate <= 1.0) {
         bail!("--q ({sampling_rate}) must be in (0, 1]");
@@ -121,7 +132,7 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
                     StepsRounding::Ceil => exact.ceil(),
                 }
             };
-            if value < 1.0 || value > 1e15 {
+            if !(1.0..=1e15).contains(&value) {
                 bail!("--epochs ({epochs}) gives {value} steps; need between 1 and 1e15");
             }
             Some(value as u64)
@@ -132,7 +143,10 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
     let sampling = match (args.sampling, sizes) {
         (SamplingChoice::Poisson, _) => Sampling::Poisson,
         (SamplingChoice::WithoutReplacement, Some((dataset_size, batch_size))) => {
-            Sampling::WithoutReplacement { dataset_size, batch_size }
+            Sampling::WithoutReplacement {
+                dataset_size,
+                batch_size,
+            }
         }
         (SamplingChoice::WithoutReplacement, None) => {
             bail!("--sampling without-replacement needs --dataset-size and --batch-size")
@@ -151,5 +165,12 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
         AccountantChoice::Gdp => vec![AccountantKind::Gdp],
         AccountantChoice::All => AccountantKind::DP_SGD.to_vec(),
     };
-    Ok(Run { sampling_rate, steps, sampling, orders, accountants, json: args.json })
+    Ok(Run {
+        sampling_rate,
+        steps,
+        sampling,
+        orders,
+        accountants,
+        json: args.json,
+    })
 }

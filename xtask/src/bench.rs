@@ -1,0 +1,136 @@
+//! `cargo xtask bench accounting`: accountant speed on the MNIST DP-SGD setting.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use dp_accounting::{Accountant, Conversion, DpEvent, OrderGrid, PldConfig, RdpConfig};
+
+#[derive(Debug, Subcommand)]
+pub enum Suite {
+    /// RDP (151 orders) and PLD (interval 1e-4) ε for q = 256/60000, σ = 1.1, 14062 steps.
+    Accounting {
+        /// Timed repetitions per case (the median is reported).
+        #[arg(long, default_value_t = 9)]
+        repeats: usize,
+        /// Also time Google's dp_accounting (Python) on the same cases, if importable.
+        #[arg(long)]
+        compare_python: bool,
+    },
+}
+
+const Q: f64 = 256.0 / 60000.0;
+const SIGMA: f64 = 1.1;
+const STEPS: u64 = 14062;
+const DELTA: f64 = 1e-5;
+
+pub fn run(suite: Suite) -> Result<()> {
+    match suite {
+        Suite::Accounting {
+            repeats,
+            compare_python,
+        } => accounting(repeats.max(1), compare_python),
+    }
+}
+
+/// Median wall time of `repeats` runs of `f`, and its last result.
+fn time_median(repeats: usize, mut f: impl FnMut() -> Result<f64>) -> Result<(f64, f64)> {
+    let mut times = Vec::with_capacity(repeats);
+    let mut value = f64::NAN;
+    for _ in 0..repeats {
+        let start = Instant::now();
+        value = f()?;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[times.len() / 2], value))
+}
+
+fn accounting(repeats: usize, compare_python: bool) -> Result<()> {
+    let event = DpEvent::dp_sgd(Q, SIGMA, STEPS);
+    let rdp_case = |orders: OrderGrid| {
+        let event = event.clone();
+        move || -> Result<f64> {
+            let mut acc = RdpConfig {
+                orders: orders.clone(),
+                conversion: Conversion::Improved,
+                ..RdpConfig::default()
+            }
+            .build()?;
+            acc.compose(&event, 1)?;
+            Ok(acc.epsilon(DELTA)?)
+        }
+    };
+    let pld_case = || -> Result<f64> {
+        let mut acc = PldConfig::default().build()?;
+        acc.compose(&event, 1)?;
+        Ok(acc.epsilon(DELTA)?)
+    };
+    println!("accounting benchmark: q = 256/60000, sigma = {SIGMA}, {STEPS} steps, delta = {DELTA}; median of {repeats}");
+    println!("{:<34} {:>12} {:>12}", "case", "epsilon", "median");
+    let rdp = time_median(repeats * 10, rdp_case(OrderGrid::Opacus))?;
+    println!(
+        "{:<34} {:>12.6} {:>9.3} ms",
+        "rdp, Opacus orders (151)",
+        rdp.1,
+        rdp.0 * 1e3
+    );
+    let rdp156 = time_median(repeats * 10, rdp_case(OrderGrid::DpAccounting))?;
+    println!(
+        "{:<34} {:>12.6} {:>9.3} ms",
+        "rdp, dp_accounting orders (156)",
+        rdp156.1,
+        rdp156.0 * 1e3
+    );
+    let pld = time_median(repeats, pld_case)?;
+    println!(
+        "{:<34} {:>12.6} {:>9.3} ms",
+        "pld, interval 1e-4",
+        pld.1,
+        pld.0 * 1e3
+    );
+    if compare_python {
+        python_comparison(repeats, rdp156, pld)?;
+    }
+    Ok(())
+}
+
+/// Runs `xtask/scripts/dp_accounting_reference.py` and prints speed ratios.
+fn python_comparison(repeats: usize, rdp: (f64, f64), pld: (f64, f64)) -> Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/dp_accounting_reference.py");
+    let output = Command::new("python3")
+        .arg(&script)
+        .arg(repeats.to_string())
+        .output()
+        .context("running python3")?;
+    if !output.status.success() {
+        println!(
+            "dp_accounting (Python) not available: {}",
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+        return Ok(());
+    }
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let row: serde_json::Value = serde_json::from_str(line)?;
+        let (case, eps, secs) = (
+            row["case"].as_str().unwrap_or("?"),
+            row["epsilon"].as_f64().unwrap_or(f64::NAN),
+            row["median_s"].as_f64().unwrap_or(f64::NAN),
+        );
+        let ours = if case == "pld" { pld } else { rdp };
+        println!(
+            "{:<34} {:>12.6} {:>9.3} ms   ours is {:.1}x faster, |d epsilon| = {:.1e}",
+            format!("dp_accounting (Python) {case}"),
+            eps,
+            secs * 1e3,
+            secs / ours.0,
+            (eps - ours.1).abs()
+        );
+    }
+    Ok(())
+}
