@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::conversion::{epsilon_at_order, log_delta_at_order, Conversion};
+use super::conversion::Conversion;
 use super::curves::{self, FractionalSeries};
 use super::orders::OrderGrid;
 use crate::accountant::{
@@ -107,111 +107,134 @@ impl RdpAccountant {
         }
     }
 
-    /// Walks the event tree; with `apply` it adds `count`× the event's RDP.
-    fn visit(&mut self, event: &DpEvent, count: u64, apply: bool) -> Result<()> {
-        let count_f = count as f64;
-        let relation = self.config.relation;
-        match event {
-            DpEvent::NoOp => Ok(()),
+    /// Flattens the event tree into per-step curves with their counts; mutates nothing.
+    fn collect(&self, event: &DpEvent, count: u64, out: &mut Vec<(Curve, u64)>) -> Result<()> {
+        let name = self.display_name();
+        let gaussian_like = |inner: &DpEvent| {
+            inner
+                .effective_gaussian_noise_multiplier()
+                .ok_or_else(|| unsupported(name, event, "the sampled event must be Gaussian-like"))
+        };
+        let curve = match event {
+            DpEvent::NoOp => return Ok(()),
             DpEvent::SelfComposed {
                 event: inner,
                 count: inner_count,
-            } => self.visit(inner, count.saturating_mul(*inner_count), apply),
+            } => {
+                return self.collect(inner, count.saturating_mul(*inner_count), out);
+            }
             DpEvent::Composed { events } => {
-                events.iter().try_for_each(|e| self.visit(e, count, apply))
+                return events.iter().try_for_each(|e| self.collect(e, count, out));
             }
-            DpEvent::Gaussian { noise_multiplier } => {
-                let sigma = *noise_multiplier;
-                self.add_curve(apply, count_f, |a| {
-                    curves::poisson_gaussian(1.0, sigma, a, FractionalSeries::Signed)
-                });
-                Ok(())
-            }
-            DpEvent::Laplace { noise_multiplier } => {
-                let b = *noise_multiplier;
-                self.add_curve(apply, count_f, |a| curves::laplace(b, a));
-                Ok(())
-            }
-            DpEvent::ZCdp { rho, xi } => {
-                let (rho, xi) = (*rho, *xi);
-                self.add_curve(apply, count_f, |a| xi + rho * a);
-                Ok(())
-            }
-            DpEvent::Exponential { epsilon } => {
-                let eps = *epsilon;
-                self.add_curve(apply, count_f, |a| curves::exponential_mechanism(eps, a));
-                Ok(())
-            }
-            DpEvent::EpsilonDelta { epsilon, delta } => {
-                let eps = *epsilon;
-                if apply {
-                    // 1 − (1 − δ_old)(1 − δ)^count, computed stably.
-                    let log_keep = (-self.extra_delta).ln_1p() + count_f * (-*delta).ln_1p();
-                    self.extra_delta = -log_keep.exp_m1();
-                }
-                self.add_curve(apply, count_f, |a| curves::randomized_response(eps, a));
-                Ok(())
-            }
+            DpEvent::Gaussian { noise_multiplier } => Curve::PoissonGaussian {
+                q: 1.0,
+                sigma: *noise_multiplier,
+            },
+            DpEvent::Laplace { noise_multiplier } => Curve::Laplace {
+                b: *noise_multiplier,
+            },
+            DpEvent::ZCdp { rho, xi } => Curve::Zcdp { rho: *rho, xi: *xi },
+            DpEvent::Exponential { epsilon } => Curve::Exponential { epsilon: *epsilon },
+            DpEvent::EpsilonDelta { epsilon, delta } => Curve::EpsilonDelta {
+                epsilon: *epsilon,
+                delta: *delta,
+            },
             DpEvent::PoissonSampled {
                 sampling_rate,
                 event: inner,
             } => {
-                if relation != NeighbouringRelation::AddOrRemoveOne {
+                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
                     return Err(unsupported(
-                        self.display_name(),
+                        name,
                         event,
                         "Poisson subsampling is accounted under add-or-remove-one neighbours",
                     ));
                 }
-                let sigma = inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
-                    unsupported(
-                        self.display_name(),
-                        event,
-                        "the sampled event must be Gaussian-like",
-                    )
-                })?;
-                let (q, series) = (*sampling_rate, self.config.series);
-                self.add_curve(apply, count_f, |a| {
-                    curves::poisson_gaussian(q, sigma, a, series)
-                });
-                Ok(())
+                Curve::PoissonGaussian {
+                    q: *sampling_rate,
+                    sigma: gaussian_like(inner)?,
+                }
             }
             DpEvent::SampledWithoutReplacement {
                 source_dataset_size,
                 sample_size,
                 event: inner,
             } => {
-                if relation != NeighbouringRelation::ReplaceOne {
+                if self.config.relation != NeighbouringRelation::ReplaceOne {
                     return Err(unsupported(
-                        self.display_name(),
+                        name,
                         event,
                         "sampling without replacement is accounted under replace-one neighbours",
                     ));
                 }
-                let sigma = inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
-                    unsupported(
-                        self.display_name(),
-                        event,
-                        "the sampled event must be Gaussian-like",
-                    )
-                })?;
                 let q = *sample_size as f64 / *source_dataset_size as f64;
-                self.add_curve(apply, count_f, |a| {
-                    curves::sampled_without_replacement_gaussian(q, sigma, a)
-                });
-                Ok(())
+                Curve::SampledWithoutReplacement {
+                    q,
+                    sigma: gaussian_like(inner)?,
+                }
             }
-        }
+        };
+        out.push((curve, count));
+        Ok(())
     }
 
-    fn add_curve(&mut self, apply: bool, count: f64, curve: impl Fn(f64) -> f64) {
-        if !apply || count == 0.0 {
+    /// Adds `count` × the curve at every order (and the δ of `EpsilonDelta` events).
+    fn add(&mut self, curve: Curve, count: u64) {
+        if count == 0 {
             return;
         }
+        let count_f = count as f64;
+        let series = self.config.series;
+        if let Curve::EpsilonDelta { delta, .. } = curve {
+            // 1 − (1 − δ_old)(1 − δ)^count, computed stably.
+            let log_keep = (-self.extra_delta).ln_1p() + count_f * (-delta).ln_1p();
+            self.extra_delta = -log_keep.exp_m1();
+        }
         for (total, &alpha) in self.rdp.iter_mut().zip(&self.orders) {
-            *total += count * curve(alpha);
+            let per_step = match curve {
+                Curve::PoissonGaussian { q, sigma } => {
+                    curves::poisson_gaussian(q, sigma, alpha, series)
+                }
+                Curve::SampledWithoutReplacement { q, sigma } => {
+                    curves::sampled_without_replacement_gaussian(q, sigma, alpha)
+                }
+                Curve::Laplace { b } => curves::laplace(b, alpha),
+                Curve::Zcdp { rho, xi } => xi + rho * alpha,
+                Curve::Exponential { epsilon } => curves::exponential_mechanism(epsilon, alpha),
+                Curve::EpsilonDelta { epsilon, .. } => curves::randomized_response(epsilon, alpha),
+            };
+            *total += count_f * per_step;
         }
     }
+}
+
+/// A per-step RDP curve the accountant knows how to evaluate.
+#[derive(Clone, Copy, Debug)]
+enum Curve {
+    /// Poisson-subsampled Gaussian (q = 1: the plain Gaussian, α/(2σ²)).
+    PoissonGaussian {
+        q: f64,
+        sigma: f64,
+    },
+    SampledWithoutReplacement {
+        q: f64,
+        sigma: f64,
+    },
+    Laplace {
+        b: f64,
+    },
+    Zcdp {
+        rho: f64,
+        xi: f64,
+    },
+    Exponential {
+        epsilon: f64,
+    },
+    /// Randomized-response RDP plus δ tracked apart.
+    EpsilonDelta {
+        epsilon: f64,
+        delta: f64,
+    },
 }
 
 impl Accountant for RdpAccountant {
@@ -225,21 +248,16 @@ impl Accountant for RdpAccountant {
 
     fn supports(&self, event: &DpEvent) -> Result<()> {
         check_composable(event)?;
-        // A dry run on a scratch copy would clone the curves; visiting without applying
-        // mutates nothing.
-        let mut probe = RdpAccountant {
-            config: self.config.clone(),
-            orders: Vec::new(),
-            rdp: Vec::new(),
-            extra_delta: 0.0,
-            ledger: Ledger::new(self.config.relation),
-        };
-        probe.visit(event, 1, false)
+        self.collect(event, 1, &mut Vec::new())
     }
 
     fn compose(&mut self, event: &DpEvent, count: u64) -> Result<()> {
-        self.supports(event)?;
-        self.visit(event, count, true)?;
+        check_composable(event)?;
+        let mut terms = Vec::new();
+        self.collect(event, count, &mut terms)?;
+        for (curve, count) in terms {
+            self.add(curve, count);
+        }
         self.ledger.record(event.clone(), count);
         Ok(())
     }
@@ -272,18 +290,11 @@ impl Accountant for RdpAccountant {
             return Ok(report);
         }
         let delta = -((-target_delta).ln_1p() - (-self.extra_delta).ln_1p()).exp_m1();
-        let (best, eps) = self
-            .orders
-            .iter()
-            .zip(&self.rdp)
-            .map(|(&a, &r)| epsilon_at_order(self.config.conversion, a, r, delta))
-            .enumerate()
-            .fold(
-                (0, f64::INFINITY),
-                |acc, (i, e)| if e < acc.1 { (i, e) } else { acc },
-            );
+        let (eps, order) =
+            super::epsilon_from_rdp(&self.orders, &self.rdp, delta, self.config.conversion);
+        let best = self.orders.iter().position(|&a| a == order).unwrap_or(0);
         report.epsilon = eps.max(0.0);
-        report.order = Some(self.orders[best]);
+        report.order = Some(order);
         if eps.is_finite() && eps > 0.0 && (best == 0 || best + 1 == self.orders.len()) {
             let edge = if best == 0 { "smallest" } else { "largest" };
             report.warnings.push(format!(
@@ -299,13 +310,12 @@ impl Accountant for RdpAccountant {
         if self.rdp.iter().all(|&r| r == 0.0) {
             return Ok(self.extra_delta);
         }
-        let log_delta = self
-            .orders
-            .iter()
-            .zip(&self.rdp)
-            .map(|(&a, &r)| log_delta_at_order(self.config.conversion, a, r, target_epsilon))
-            .fold(f64::INFINITY, f64::min);
-        let delta = log_delta.exp().min(1.0);
+        let delta = super::delta_from_rdp(
+            &self.orders,
+            &self.rdp,
+            target_epsilon,
+            self.config.conversion,
+        );
         // Add the EpsilonDelta events' δ: 1 − (1 − δ)(1 − δ_extra).
         Ok(-((-delta).ln_1p() + (-self.extra_delta).ln_1p()).exp_m1())
     }
