@@ -19,6 +19,13 @@ pub enum Suite {
         #[arg(long)]
         compare_python: bool,
     },
+    /// Gaussian fill rate into a 10^6 buffer; exponential mechanism and top-k (k = 1%)
+    /// over 10^6 scores.
+    Mechanisms {
+        /// Timed repetitions per case (the median is reported).
+        #[arg(long, default_value_t = 9)]
+        repeats: usize,
+    },
 }
 
 const Q: f64 = 256.0 / 60000.0;
@@ -32,6 +39,7 @@ pub fn run(suite: Suite) -> Result<()> {
             repeats,
             compare_python,
         } => accounting(repeats.max(1), compare_python),
+        Suite::Mechanisms { repeats } => mechanisms(repeats.max(1)),
     }
 }
 
@@ -132,5 +140,49 @@ fn python_comparison(repeats: usize, rdp: (f64, f64), pld: (f64, f64)) -> Result
             (eps - ours.1).abs()
         );
     }
+    Ok(())
+}
+
+fn mechanisms(repeats: usize) -> Result<()> {
+    use dp_mechanisms::{BudgetSplit, ExponentialMechanism, NoiseSource, TopK, TopKMethod};
+    const N: usize = 1_000_000;
+    let mut noise = NoiseSource::os_seeded()?;
+    println!("mechanisms benchmark: OS-seeded ChaCha20; median of {repeats}");
+    let mut buffer = vec![0.0f32; N];
+    let (fill, _) = time_median(repeats, || {
+        noise.add_gaussian_f32(&mut buffer, 1.0);
+        Ok(0.0)
+    })?;
+    println!(
+        "{:<44} {:>9.3} ms  ({:.1} M normals/s)",
+        "gaussian add into 10^6 f32 buffer",
+        fill * 1e3,
+        N as f64 / fill / 1e6
+    );
+    let scores: Vec<f64> = (0..N).map(|i| ((i * 7919) % N) as f64 / N as f64).collect();
+    let em = ExponentialMechanism::new(1.0, 1.0, false)?;
+    let (em_time, _) = time_median(repeats, || Ok(em.select(&scores, &mut noise)? as f64))?;
+    println!(
+        "{:<44} {:>9.3} ms",
+        "exponential mechanism over 10^6 scores",
+        em_time * 1e3
+    );
+    let top = TopK::new(
+        1.0,
+        1.0,
+        N / 100,
+        false,
+        TopKMethod::OneShotGumbel,
+        BudgetSplit::Basic,
+    )?;
+    let (top_time, _) = time_median(
+        repeats,
+        || Ok(top.select(&scores, &mut noise)?.len() as f64),
+    )?;
+    println!(
+        "{:<44} {:>9.3} ms",
+        "one-shot Gumbel top-k, k = 10^4 of 10^6",
+        top_time * 1e3
+    );
     Ok(())
 }

@@ -77,7 +77,9 @@ pub fn epsilon_for_mu(delta: f64, mu: f64) -> f64 {
     bisect(0.0, hi, |eps| delta_for_mu(eps, mu) > delta)
 }
 
-/// The μ with `delta_for_mu(ε, μ) = δ` (δ increases with μ).
+/// The largest μ with `delta_for_mu(ε, μ) ≤ δ` (δ increases with μ): a Gaussian
+/// mechanism with `σ = Δ/μ` is then (ε, δ)-DP — the analytic Gaussian calibration of
+/// Balle & Wang 2018 (ICML, arXiv 1805.06530), Thm 8 / Alg. 1, by bisection.
 pub fn mu_for_delta(epsilon: f64, delta: f64) -> f64 {
     let mut hi = 1.0;
     while delta_for_mu(epsilon, hi) < delta {
@@ -86,8 +88,20 @@ pub fn mu_for_delta(epsilon: f64, delta: f64) -> f64 {
             return f64::INFINITY;
         }
     }
-    // Converges to floating-point resolution; the root is unique since δ increases in μ.
-    bisect(0.0, hi, |mu| delta_for_mu(epsilon, mu) <= delta)
+    // The lower end of the final bracket satisfies δ(ε; μ) ≤ δ: never overshoots.
+    let (mut lo, mut hi) = (0.0, hi);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if delta_for_mu(epsilon, mid) <= delta {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// Bisection on a monotone predicate true on `[lo, x*)` and false on `[x*, hi]`; returns
