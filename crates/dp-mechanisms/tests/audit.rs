@@ -8,7 +8,7 @@ use dp_accounting::{Accountant, ZcdpConfig};
 use dp_mechanisms::hardened::{GridGaussian, GridLaplace};
 use dp_mechanisms::{
     BudgetSplit, ExponentialMechanism, GaussianMechanism, LaplaceMechanism, Mechanism, NoiseSource,
-    NoisyMaxNoise, ReportNoisyMax, SparseVector, TopK, TopKMethod,
+    NoisyMaxNoise, ReportNoisyMax, SparseVariant, SparseVector, TopK, TopKMethod,
 };
 
 const RUNS: usize = 400_000;
