@@ -225,5 +225,37 @@ fn sparse_vector_audit() -> dp_mechanisms::Result<()> {
         || svt.release(&d_prime, &mut n2).map(first).unwrap_or(4),
         "above threshold",
     );
+
+    // Sparse with cutoff 2: the output is the set of answered queries (a 4-bit pattern).
+    let sparse = SparseVector::new(SparseVariant::Sparse, 1.0, 0.5, 2, epsilon, 0.0)?;
+    let pattern = |outcome: dp_mechanisms::SparseOutcome| {
+        outcome.answers.iter().fold(0, |m, a| m | (1 << a.index))
+    };
+    let (mut a, mut b) = (noise.fork(), noise.fork());
+    audit_pure(
+        epsilon,
+        0.2,
+        16,
+        || sparse.release(&d, &mut a).map(pattern).unwrap_or(0),
+        || sparse.release(&d_prime, &mut b).map(pattern).unwrap_or(0),
+        "sparse",
+    );
+
+    // NumericSparse, cutoff 1: the output is (index of the answer, its noisy value binned).
+    let numeric = SparseVector::new(SparseVariant::Numeric, 1.0, 0.5, 1, epsilon, 0.0)?;
+    let cell = |outcome: dp_mechanisms::SparseOutcome| {
+        outcome.answers.first().map_or(40, |a| {
+            a.index * 8 + bin_of(a.value.unwrap_or(0.0), -8.0, 2.0, 8)
+        })
+    };
+    let (mut a, mut b) = (noise.fork(), noise.fork());
+    audit_pure(
+        epsilon,
+        0.2,
+        41,
+        || numeric.release(&d, &mut a).map(cell).unwrap_or(40),
+        || numeric.release(&d_prime, &mut b).map(cell).unwrap_or(40),
+        "numeric sparse",
+    );
     Ok(())
 }
