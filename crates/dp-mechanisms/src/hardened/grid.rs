@@ -28,6 +28,14 @@ fn from_grid(steps: i64, grid_exponent: i32) -> Result<f64> {
     Ok(steps as f64 * 2f64.powi(grid_exponent))
 }
 
+/// `value` rounded to the grid 2^k, plus `noise_steps` grid steps, as a float.
+fn release_on_grid(value: f64, grid_exponent: i32, noise_steps: i64) -> Result<f64> {
+    let noisy = to_grid(value, grid_exponent)?
+        .checked_add(noise_steps)
+        .ok_or_else(|| Error::InvalidInput("overflow".into()))?;
+    from_grid(noisy, grid_exponent)
+}
+
 /// The sensitivity in grid steps after rounding: two inputs within Δ round to integers
 /// within ⌊Δ/2^k⌋ + 1.
 fn grid_sensitivity(sensitivity: f64, grid_exponent: i32) -> Result<u64> {
@@ -90,11 +98,7 @@ impl GridLaplace {
 
     /// Releases one value.
     pub fn release(&self, value: f64, noise: &mut NoiseSource) -> Result<f64> {
-        let steps = to_grid(value, self.grid_exponent)?;
-        let noisy = steps
-            .checked_add(self.noise.sample(noise)?)
-            .ok_or_else(|| Error::InvalidInput("overflow".into()))?;
-        from_grid(noisy, self.grid_exponent)
+        release_on_grid(value, self.grid_exponent, self.noise.sample(noise)?)
     }
 }
 
@@ -146,11 +150,7 @@ impl GridGaussian {
 
     /// Releases one value.
     pub fn release(&self, value: f64, noise: &mut NoiseSource) -> Result<f64> {
-        let steps = to_grid(value, self.grid_exponent)?;
-        let noisy = steps
-            .checked_add(self.noise.sample(noise)?)
-            .ok_or_else(|| Error::InvalidInput("overflow".into()))?;
-        from_grid(noisy, self.grid_exponent)
+        release_on_grid(value, self.grid_exponent, self.noise.sample(noise)?)
     }
 }
 
