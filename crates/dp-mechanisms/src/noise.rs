@@ -98,6 +98,11 @@ impl NoiseSource {
         }
     }
 
+    /// A uniform draw in [0, 1) with 53 random bits.
+    pub fn uniform(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
     /// A standard normal draw (ziggurat, `rand_distr`).
     pub fn standard_normal(&mut self) -> f64 {
         StandardNormal.sample(&mut self.rng)

@@ -1,6 +1,22 @@
-//! Candle models with per-sample gradients, and datasets — **not implemented yet**.
+//! Models with per-sample gradients for differentially private training, on Candle, and
+//! the datasets they train on.
 //!
-//! Issue [3] fills this crate (the fused DP-SGD executor, per-sample-gradient layers,
-//! MNIST/Fashion-MNIST/CIFAR-10/Adult/Brown loaders found through `DP_DATA_DIR`). Until
-//! then it exports nothing.
+//! * [`fused`] — the fused tier: a sequential executor whose forward and DP backward are
+//!   each one Candle `CustomOp2` (per-sample gradients, norms, clipping and clipped
+//!   accumulation in one pass).
+//! * [`models`] — the papers' networks as specs (the 26,010-parameter MNIST CNN, MLPs).
+//! * [`data`] — dataset lookup (`DP_DATA_DIR`, cache, checksum-verified download) and the
+//!   MNIST / Fashion-MNIST IDX loader.
+//! * [`loss`] — per-example cross-entropy and its gradient.
+//!
+//! Not yet built (issue [3] continues): the autograd tier (Embedding, sequence models,
+//! CUDA), safetensors save/load.
 #![deny(missing_docs)]
+
+pub mod data;
+mod error;
+pub mod fused;
+pub mod loss;
+pub mod models;
+
+pub use error::{Error, Result};

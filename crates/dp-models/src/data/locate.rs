@@ -1,0 +1,154 @@
+//! Where dataset files come from: `DP_DATA_DIR`, then a cache directory, then a
+//! checksum-verified download.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// One file of a dataset, identified by the SHA-256 of its *uncompressed* content (the
+/// gzip bytes differ between mirrors and repackagings; the content does not).
+#[derive(Clone, Copy, Debug)]
+pub struct DatasetFile {
+    /// The dataset's directory name (`mnist`, `fashion-mnist`, …).
+    pub dataset: &'static str,
+    /// File names to accept, canonical first (each may also appear with `.gz`).
+    pub names: &'static [&'static str],
+    /// SHA-256 (hex) of the uncompressed content.
+    pub sha256: &'static str,
+    /// Canonical download URL (gzip-compressed when it ends in `.gz`).
+    pub url: &'static str,
+}
+
+/// Finds dataset files: `$DP_DATA_DIR/<dataset>/`, then `<cache>/<dataset>/`, then
+/// downloads into the cache and verifies the checksum.
+#[derive(Clone, Debug)]
+pub struct DataLocator {
+    data_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
+    allow_download: bool,
+}
+
+impl DataLocator {
+    /// From the environment: `DP_DATA_DIR`; cache `DP_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/dp-rs`, else `~/.cache/dp-rs`; downloads unless `DP_OFFLINE=1`.
+    pub fn from_env() -> Self {
+        let env_path = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let cache_dir = env_path("DP_CACHE_DIR")
+            .or_else(|| env_path("XDG_CACHE_HOME").map(|p| p.join("dp-rs")))
+            .or_else(|| env_path("HOME").map(|p| p.join(".cache").join("dp-rs")));
+        DataLocator {
+            data_dir: env_path("DP_DATA_DIR"),
+            cache_dir,
+            allow_download: std::env::var("DP_OFFLINE").map_or(true, |v| v != "1"),
+        }
+    }
+
+    /// Explicit directories (for tests and embedding).
+    pub fn new(
+        data_dir: Option<PathBuf>,
+        cache_dir: Option<PathBuf>,
+        allow_download: bool,
+    ) -> Self {
+        DataLocator {
+            data_dir,
+            cache_dir,
+            allow_download,
+        }
+    }
+
+    /// The uncompressed, checksum-verified content of `file`.
+    pub fn read(&self, file: &DatasetFile) -> Result<Vec<u8>> {
+        let mut looked = Vec::new();
+        for dir in [&self.data_dir, &self.cache_dir].into_iter().flatten() {
+            let dir = dir.join(file.dataset);
+            for name in file.names {
+                for candidate in [dir.join(name), dir.join(format!("{name}.gz"))] {
+                    if candidate.is_file() {
+                        return read_verified(&candidate, file.sha256);
+                    }
+                }
+            }
+            looked.push(dir.display().to_string());
+        }
+        if looked.is_empty() {
+            looked.push("(DP_DATA_DIR unset and no cache directory)".into());
+        }
+        let download = match (&self.cache_dir, self.allow_download) {
+            (Some(cache), true) => match download_into(file, &cache.join(file.dataset)) {
+                Ok(path) => return read_verified(&path, file.sha256),
+                Err(e) => format!("download from {} failed: {e}", file.url),
+            },
+            (_, false) => "downloads are off (DP_OFFLINE=1)".into(),
+            (None, true) => "no cache directory to download into".into(),
+        };
+        Err(Error::DataNotPresent {
+            dataset: file.dataset.into(),
+            file: file.names[0].into(),
+            looked: looked.join(", "),
+            download,
+        })
+    }
+}
+
+/// Reads `path` (gunzipping `.gz`), and checks the SHA-256 of the content.
+pub fn read_verified(path: &Path, sha256_hex: &str) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.into(),
+        source,
+    })?;
+    let content = if path.extension().is_some_and(|e| e == "gz") {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .map_err(|e| Error::CorruptFile {
+                path: path.into(),
+                reason: format!("bad gzip data: {e}"),
+            })?;
+        out
+    } else {
+        bytes
+    };
+    let digest = hex(&Sha256::digest(&content));
+    if digest != sha256_hex {
+        return Err(Error::CorruptFile {
+            path: path.into(),
+            reason: format!("sha256 of the content is {digest}, expected {sha256_hex} (truncated or corrupt file?)"),
+        });
+    }
+    Ok(content)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Downloads `file.url` into `dir` (atomically: a temporary name, then rename).
+fn download_into(file: &DatasetFile, dir: &Path) -> std::result::Result<PathBuf, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let response = ureq::get(file.url)
+        .timeout(std::time::Duration::from_secs(60))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    response
+        .into_reader()
+        .take(1 << 31)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let suffix = if file.url.ends_with(".gz") { ".gz" } else { "" };
+    let target = dir.join(format!("{}{suffix}", file.names[0]));
+    let partial = dir.join(format!(".{}{suffix}.partial", file.names[0]));
+    std::fs::write(&partial, &bytes).map_err(|e| format!("writing {}: {e}", partial.display()))?;
+    // Verify before the file becomes visible under its real name.
+    read_verified(&partial, file.sha256).map_err(|e| e.to_string())?;
+    std::fs::rename(&partial, &target)
+        .map_err(|e| format!("renaming into {}: {e}", target.display()))?;
+    Ok(target)
+}

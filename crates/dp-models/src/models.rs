@@ -1,0 +1,84 @@
+//! Network specifications of the papers' models.
+
+use crate::error::Result;
+use crate::fused::{LayerSpec, NetSpec};
+
+/// The activation of a CNN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// tanh (Papernot et al.'s tempered sigmoid; Tramèr & Boneh).
+    Tanh,
+    /// ReLU.
+    Relu,
+}
+
+impl Activation {
+    fn layer(self) -> LayerSpec {
+        match self {
+            Activation::Tanh => LayerSpec::Tanh,
+            Activation::Relu => LayerSpec::Relu,
+        }
+    }
+}
+
+/// The MNIST / Fashion-MNIST CNN of Tramèr & Boneh (and Papernot et al.), 26,010
+/// parameters (`shared/spec/papers.md` §4.4): Conv(1→16, k8, s2, p2) → act → MaxPool(2, 1)
+/// → Conv(16→32, k4, s2) → act → MaxPool(2, 1) → Flatten(512) → Linear(32) → act →
+/// Linear(10).
+pub fn mnist_cnn(activation: Activation) -> Result<NetSpec> {
+    let act = activation.layer();
+    NetSpec::new(
+        1,
+        28,
+        28,
+        &[
+            LayerSpec::Conv2d {
+                out_channels: 16,
+                kernel: 8,
+                stride: 2,
+                padding: 2,
+            },
+            act,
+            LayerSpec::MaxPool {
+                kernel: 2,
+                stride: 1,
+            },
+            LayerSpec::Conv2d {
+                out_channels: 32,
+                kernel: 4,
+                stride: 2,
+                padding: 0,
+            },
+            act,
+            LayerSpec::MaxPool {
+                kernel: 2,
+                stride: 1,
+            },
+            LayerSpec::Flatten,
+            LayerSpec::Linear { out_features: 32 },
+            act,
+            LayerSpec::Linear { out_features: 10 },
+        ],
+    )
+}
+
+/// A multilayer perceptron on flat inputs: Linear → act for each hidden width, then a
+/// Linear to `classes`.
+pub fn mlp(
+    inputs: usize,
+    hidden: &[usize],
+    classes: usize,
+    activation: Activation,
+) -> Result<NetSpec> {
+    let mut layers = Vec::new();
+    for &width in hidden {
+        layers.push(LayerSpec::Linear {
+            out_features: width,
+        });
+        layers.push(activation.layer());
+    }
+    layers.push(LayerSpec::Linear {
+        out_features: classes,
+    });
+    NetSpec::new(inputs, 1, 1, &[&[LayerSpec::Flatten][..], &layers].concat())
+}

@@ -1,0 +1,6 @@
+//! Integration tests of dp-models: the fused tier against an independent per-example
+//! autograd reference, layouts, reproducibility, and the data loaders.
+
+mod data;
+mod fused;
+mod reference;
