@@ -1,7 +1,19 @@
-//! DP-SGD, DP-Adam and the papers' variants — **not implemented yet**.
+//! Differentially private training on Candle: samplers paired with their accounting
+//! events, clipping (flat, AUTO-S), Gaussian noise from `dp-mechanisms`, SGD with momentum
+//! and Adam, and a fail-closed [`PrivacyEngine`] that keeps the ledger, enforces a budget
+//! and checkpoints atomically.
 //!
-//! Issues [3]–[7] fill this crate (samplers whose accounting events are checked against
-//! the ledger, the privacy engine, NoisySGD/NoisyAdam, DPD, SA-DPSGD, AUTO-S, sparse
-//! DP-SGD). Until then it exports nothing.
+//! Not yet built (issue [3] continues): per-layer clipping, logical batches larger than
+//! the physical batch, the shuffled sampler, the autograd tier.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+mod engine;
+mod error;
+mod sampler;
+
+pub use engine::{
+    accuracy, Checkpoint, Optimizer, PrivacyConfig, PrivacyEngine, StepReport, TrainConfig,
+};
+pub use error::{Error, Result};
+pub use sampler::Sampler;

@@ -1,0 +1,460 @@
+//! The privacy engine: sampler → fused forward/backward with clipping → noise → update →
+//! ledger, fail-closed, with a budget it never exceeds and atomic checkpoints.
+
+use candle_core::{Device, Tensor};
+use dp_accounting::{calibrate_steps, Accountant, AccountantKind, Ledger, OrderGrid};
+use dp_mechanisms::{NoiseSource, NoiseState};
+use dp_models::data::Dataset;
+use dp_models::fused::{ClipRule, FusedModel};
+use dp_models::loss::{argmax_rows, cross_entropy};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::sampler::Sampler;
+
+/// The update rule applied to the noisy average gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimizer {
+    /// SGD with (PyTorch-style) momentum: v ← μv + g, θ ← θ − ηv.
+    Sgd {
+        /// η.
+        lr: f64,
+        /// μ.
+        momentum: f64,
+    },
+    /// Adam (NoisyAdam when fed noisy gradients), with bias correction.
+    Adam {
+        /// η.
+        lr: f64,
+        /// β₁.
+        beta1: f64,
+        /// β₂.
+        beta2: f64,
+        /// ε of the denominator.
+        eps: f64,
+    },
+}
+
+/// Everything a training run needs besides the model and the data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// How batches are drawn.
+    pub sampler: Sampler,
+    /// `None`: non-private training (no clipping, no noise, no accounting).
+    pub privacy: Option<PrivacyConfig>,
+    /// The update rule.
+    pub optimizer: Optimizer,
+}
+
+/// The private part of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrivacyConfig {
+    /// σ: the noise standard deviation is σ times the clipping sensitivity.
+    pub noise_multiplier: f64,
+    /// The clipping norm C (flat clipping), or AUTO-S's γ when `automatic`.
+    pub max_grad_norm: f64,
+    /// AUTO-S normalisation (Bu et al. 2022): gᵢ/(‖gᵢ‖ + γ) with γ = `max_grad_norm`,
+    /// sensitivity 1.
+    pub automatic_clipping: bool,
+    /// δ at which ε is reported and the budget is enforced.
+    pub delta: f64,
+    /// Stop before ε would exceed this (`None`: no budget).
+    pub target_epsilon: Option<f64>,
+    /// The accountant used for ε and the budget.
+    pub accountant: AccountantKind,
+    /// Orders for the RDP accountants.
+    pub orders: OrderGrid,
+}
+
+impl PrivacyConfig {
+    fn clip_rule(&self) -> ClipRule {
+        if self.automatic_clipping {
+            ClipRule::Automatic {
+                gamma: self.max_grad_norm as f32,
+            }
+        } else {
+            ClipRule::Flat {
+                max_norm: self.max_grad_norm as f32,
+            }
+        }
+    }
+
+    /// The L2 sensitivity of the clipped sum.
+    fn sensitivity(&self) -> f64 {
+        if self.automatic_clipping {
+            1.0
+        } else {
+            self.max_grad_norm
+        }
+    }
+}
+
+/// What one step did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    /// Realised batch size (Poisson batches vary and may be empty).
+    pub batch_size: usize,
+    /// Mean loss over the batch (NaN for an empty batch).
+    pub mean_loss: f64,
+    /// Samples whose gradient was not finite in this step (zeroed, not clipped).
+    pub nonfinite_gradients: usize,
+}
+
+/// A checkpoint: weights, optimizer state, ledger, RNG state and counters.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// θ (internal layout).
+    pub theta: Vec<f32>,
+    /// Optimizer moments.
+    pub moments: Vec<Vec<f32>>,
+    /// Steps taken.
+    pub steps: u64,
+    /// The privacy ledger.
+    pub ledger: Option<Ledger>,
+    /// The noise source's state.
+    pub noise: NoiseState,
+    /// Non-finite per-sample gradients so far.
+    pub nonfinite_gradients: u64,
+}
+
+/// Trains a fused model with DP-SGD / DP-Adam.
+///
+/// Fail-closed by construction: the fused backward returns one clipped sum covering every
+/// entry of the single parameter `Var`, noise is added to all of it, and `step` checks
+/// both before touching θ. Non-finite per-sample gradients get clip factor 0 and are
+/// counted. The budget is enforced *before* a step: the largest number of steps whose ε
+/// fits is computed once with the configured accountant.
+pub struct PrivacyEngine {
+    model: FusedModel,
+    config: TrainConfig,
+    dataset_size: usize,
+    accountant: Option<Box<dyn Accountant + Send>>,
+    max_steps: Option<u64>,
+    noise: NoiseSource,
+    moments: Vec<Vec<f32>>,
+    steps: u64,
+    nonfinite: u64,
+    batch: Vec<usize>,
+    features: Vec<f32>,
+    labels: Vec<u32>,
+}
+
+impl PrivacyEngine {
+    /// An engine for `model` on a training set of `dataset_size` records.
+    pub fn new(
+        model: FusedModel,
+        config: TrainConfig,
+        dataset_size: usize,
+        noise: NoiseSource,
+    ) -> Result<Self> {
+        config.sampler.validate(dataset_size)?;
+        let (accountant, max_steps) = match &config.privacy {
+            None => (None, None),
+            Some(p) => {
+                if !(p.noise_multiplier.is_finite() && p.noise_multiplier > 0.0) {
+                    return Err(Error::InvalidConfig(format!(
+                        "noise multiplier {} must be > 0",
+                        p.noise_multiplier
+                    )));
+                }
+                if !(p.max_grad_norm.is_finite() && p.max_grad_norm > 0.0) {
+                    return Err(Error::InvalidConfig(format!(
+                        "max_grad_norm {} must be > 0",
+                        p.max_grad_norm
+                    )));
+                }
+                let relation = config.sampler.relation();
+                let accountant = p.accountant.build(relation, &p.orders)?;
+                // The accountant must accept the sampler's event: a mismatch is an error.
+                let event = config.sampler.step_event(dataset_size, p.noise_multiplier);
+                accountant.supports(&event)?;
+                let max_steps = match p.target_epsilon {
+                    None => None,
+                    Some(target) => {
+                        let make = || p.accountant.build(relation, &p.orders);
+                        let single = event.clone();
+                        let solved = calibrate_steps(
+                            make,
+                            |t| dp_accounting::DpEvent::self_composed(single.clone(), t),
+                            target,
+                            p.delta,
+                        )?;
+                        Some(solved.value)
+                    }
+                };
+                (Some(accountant), max_steps)
+            }
+        };
+        let moments = match config.optimizer {
+            Optimizer::Sgd { .. } => vec![vec![0.0; model.spec().num_params()]],
+            Optimizer::Adam { .. } => vec![vec![0.0; model.spec().num_params()]; 2],
+        };
+        Ok(PrivacyEngine {
+            model,
+            config,
+            dataset_size,
+            accountant,
+            max_steps,
+            noise,
+            moments,
+            steps: 0,
+            nonfinite: 0,
+            batch: Vec::new(),
+            features: Vec::new(),
+            labels: Vec::new(),
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &FusedModel {
+        &self.model
+    }
+
+    /// Steps taken.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// The largest number of steps the budget allows (`None`: no budget).
+    pub fn max_steps(&self) -> Option<u64> {
+        self.max_steps
+    }
+
+    /// Non-finite per-sample gradients zeroed so far.
+    pub fn nonfinite_gradients(&self) -> u64 {
+        self.nonfinite
+    }
+
+    /// ε spent so far at the configured δ (`None` for non-private runs).
+    pub fn epsilon(&self) -> Result<Option<f64>> {
+        match (&self.accountant, &self.config.privacy) {
+            (Some(a), Some(p)) => Ok(Some(a.epsilon(p.delta)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The ledger (`None` for non-private runs).
+    pub fn ledger(&self) -> Option<&Ledger> {
+        self.accountant.as_ref().map(|a| a.ledger())
+    }
+
+    /// One training step on `data` (which must have `dataset_size` records).
+    pub fn step(&mut self, data: &Dataset) -> Result<StepReport> {
+        if data.len() != self.dataset_size {
+            return Err(Error::InvalidConfig(format!(
+                "the engine was built for {} records, got {}",
+                self.dataset_size,
+                data.len()
+            )));
+        }
+        if let Some(max) = self.max_steps {
+            if self.steps >= max {
+                let p = self
+                    .config
+                    .privacy
+                    .as_ref()
+                    .ok_or_else(|| Error::InvalidConfig("budget without privacy".into()))?;
+                return Err(Error::BudgetExhausted {
+                    epsilon: f64::NAN,
+                    budget: p.target_epsilon.unwrap_or(f64::NAN),
+                    delta: p.delta,
+                });
+            }
+        }
+        let n = self.dataset_size;
+        let p_count = self.model.spec().num_params();
+        self.config
+            .sampler
+            .draw(n, &mut self.noise, &mut self.batch);
+        let b = self.batch.len();
+        let size = data.example_size();
+        self.features.clear();
+        self.labels.clear();
+        for &i in &self.batch {
+            self.features
+                .extend_from_slice(&data.features[i * size..][..size]);
+            self.labels.push(data.labels[i]);
+        }
+        let rule = self
+            .config
+            .privacy
+            .as_ref()
+            .map_or(ClipRule::None, PrivacyConfig::clip_rule);
+        let (mut gradient, mean_loss, nonfinite) = if b == 0 {
+            (vec![0.0f32; p_count], f64::NAN, 0)
+        } else {
+            let x = Tensor::from_slice(&self.features, (b, size), &Device::Cpu)?;
+            let logits: Vec<f32> = self.model.forward(&x)?.flatten_all()?.to_vec1()?;
+            let (losses, dlogits) = cross_entropy(&logits, &self.labels, data.classes);
+            let dlogits = Tensor::from_vec(dlogits, (b, data.classes), &Device::Cpu)?;
+            let (sum, norms) = self.model.backward(&dlogits, rule)?;
+            let norms: Vec<f32> = norms.to_vec1()?;
+            let mean = losses.iter().map(|&l| f64::from(l)).sum::<f64>() / b as f64;
+            (
+                sum.to_vec1::<f32>()?,
+                mean,
+                norms.iter().filter(|v| !v.is_finite()).count(),
+            )
+        };
+        if let Some(p) = &self.config.privacy {
+            self.noise
+                .add_gaussian_f32(&mut gradient, p.noise_multiplier * p.sensitivity());
+        }
+        // Fail closed: one clipped, noised, finite gradient for every entry of θ.
+        if gradient.len() != p_count {
+            return Err(Error::UnprotectedParameter(format!(
+                "{} of {p_count} parameters have a gradient",
+                gradient.len()
+            )));
+        }
+        if let Some(bad) = gradient.iter().position(|g| !g.is_finite()) {
+            return Err(Error::UnprotectedParameter(format!(
+                "parameter {bad} has a non-finite noisy gradient"
+            )));
+        }
+        let scale = 1.0 / self.config.sampler.expected_batch_size(n).max(1.0);
+        gradient.iter_mut().for_each(|g| *g *= scale as f32);
+        self.apply_update(&gradient)?;
+        if let Some(accountant) = &mut self.accountant {
+            let p = self
+                .config
+                .privacy
+                .as_ref()
+                .ok_or_else(|| Error::InvalidConfig("accountant without privacy".into()))?;
+            accountant.compose(&self.config.sampler.step_event(n, p.noise_multiplier), 1)?;
+        }
+        self.steps += 1;
+        self.nonfinite += nonfinite as u64;
+        Ok(StepReport {
+            batch_size: b,
+            mean_loss,
+            nonfinite_gradients: nonfinite,
+        })
+    }
+
+    fn apply_update(&mut self, gradient: &[f32]) -> Result<()> {
+        let mut theta = self.model.theta_values()?;
+        match self.config.optimizer {
+            Optimizer::Sgd { lr, momentum } => {
+                let v = &mut self.moments[0];
+                for ((t, vi), &g) in theta.iter_mut().zip(v.iter_mut()).zip(gradient) {
+                    *vi = momentum as f32 * *vi + g;
+                    *t -= lr as f32 * *vi;
+                }
+            }
+            Optimizer::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+            } => {
+                let step = (self.steps + 1) as i32;
+                let (c1, c2) = (1.0 - beta1.powi(step), 1.0 - beta2.powi(step));
+                let (m, rest) = self.moments.split_at_mut(1);
+                for (((t, mi), vi), &g) in theta
+                    .iter_mut()
+                    .zip(m[0].iter_mut())
+                    .zip(rest[0].iter_mut())
+                    .zip(gradient)
+                {
+                    *mi = beta1 as f32 * *mi + (1.0 - beta1 as f32) * g;
+                    *vi = beta2 as f32 * *vi + (1.0 - beta2 as f32) * g * g;
+                    let m_hat = f64::from(*mi) / c1;
+                    let v_hat = f64::from(*vi) / c2;
+                    *t -= (lr * m_hat / (v_hat.sqrt() + eps)) as f32;
+                }
+            }
+        }
+        let tensor = Tensor::from_vec(theta, self.model.spec().num_params(), &Device::Cpu)?;
+        self.model.theta().set(&tensor)?;
+        Ok(())
+    }
+
+    /// Test accuracy of the current model.
+    pub fn accuracy(&self, data: &Dataset) -> Result<f64> {
+        accuracy(&self.model, data)
+    }
+
+    /// The state to write to a checkpoint.
+    pub fn checkpoint(&self) -> Result<Checkpoint> {
+        Ok(Checkpoint {
+            theta: self.model.theta_values()?,
+            moments: self.moments.clone(),
+            steps: self.steps,
+            ledger: self.ledger().cloned(),
+            noise: self.noise.state(),
+            nonfinite_gradients: self.nonfinite,
+        })
+    }
+
+    /// Resumes from a checkpoint (same config and model architecture): the ledger is
+    /// replayed, so the budget already spent is kept.
+    pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        let tensor = Tensor::from_vec(
+            checkpoint.theta.clone(),
+            self.model.spec().num_params(),
+            &Device::Cpu,
+        )?;
+        self.model.theta().set(&tensor)?;
+        self.moments = checkpoint.moments.clone();
+        self.steps = checkpoint.steps;
+        self.nonfinite = checkpoint.nonfinite_gradients;
+        self.noise = NoiseSource::restore(&checkpoint.noise);
+        if let (Some(p), Some(ledger)) = (&self.config.privacy, &checkpoint.ledger) {
+            let mut fresh = p
+                .accountant
+                .build(self.config.sampler.relation(), &p.orders)?;
+            ledger.replay(&mut fresh)?;
+            self.accountant = Some(fresh);
+        }
+        Ok(())
+    }
+
+    /// Writes a checkpoint atomically (temporary file, fsync, rename).
+    pub fn save_checkpoint(&self, path: &std::path::Path) -> Result<()> {
+        let fail = |reason: String| Error::Checkpoint {
+            path: path.display().to_string(),
+            reason,
+        };
+        let json = serde_json::to_vec(&self.checkpoint()?).map_err(|e| fail(e.to_string()))?;
+        let tmp = path.with_extension("tmp");
+        {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&tmp).map_err(|e| fail(e.to_string()))?;
+            file.write_all(&json).map_err(|e| fail(e.to_string()))?;
+            file.sync_all().map_err(|e| fail(e.to_string()))?;
+        }
+        std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+    }
+
+    /// Reads a checkpoint written by [`save_checkpoint`](Self::save_checkpoint).
+    pub fn load_checkpoint(path: &std::path::Path) -> Result<Checkpoint> {
+        let fail = |reason: String| Error::Checkpoint {
+            path: path.display().to_string(),
+            reason,
+        };
+        let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+        serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))
+    }
+}
+
+/// Accuracy of `model` on `data`, in batches of 1000.
+pub fn accuracy(model: &FusedModel, data: &Dataset) -> Result<f64> {
+    let size = data.example_size();
+    let mut correct = 0usize;
+    for (xs, ys) in data
+        .features
+        .chunks(1000 * size)
+        .zip(data.labels.chunks(1000))
+    {
+        let x = Tensor::from_slice(xs, (ys.len(), size), &Device::Cpu)?;
+        let logits: Vec<f32> = model.forward(&x)?.flatten_all()?.to_vec1()?;
+        correct += argmax_rows(&logits, data.classes)
+            .iter()
+            .zip(ys)
+            .filter(|(p, y)| p == y)
+            .count();
+    }
+    Ok(correct as f64 / data.len().max(1) as f64)
+}

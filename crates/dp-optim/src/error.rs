@@ -1,0 +1,48 @@
+//! The crate's one error type.
+
+use thiserror::Error;
+
+/// What can go wrong while training privately.
+#[non_exhaustive]
+#[derive(Debug, Error)]
+pub enum Error {
+    /// A parameter is invalid.
+    #[error("{0}")]
+    InvalidConfig(String),
+    /// The step would take ε past the budget: training stops before it.
+    #[error("privacy budget reached: one more step would make epsilon {epsilon} > {budget} at delta {delta}")]
+    BudgetExhausted {
+        /// ε after the refused step.
+        epsilon: f64,
+        /// The budget.
+        budget: f64,
+        /// δ.
+        delta: f64,
+    },
+    /// The step was refused because a parameter lacks a clipped, noised gradient.
+    #[error("refusing to step: {0}")]
+    UnprotectedParameter(String),
+    /// Accounting.
+    #[error(transparent)]
+    Accounting(#[from] dp_accounting::Error),
+    /// Mechanisms / noise.
+    #[error(transparent)]
+    Mechanisms(#[from] dp_mechanisms::Error),
+    /// Models / data.
+    #[error(transparent)]
+    Models(#[from] dp_models::Error),
+    /// Candle.
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    /// Checkpoint I/O.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
