@@ -17,6 +17,102 @@ pub enum Command {
     /// The noise multiplier σ (or, given --sigma, the number of steps) that meets a
     /// target ε.
     Calibrate(CalibrateArgs),
+    /// Train a model with DP-SGD (or without privacy, --no-dp) and report accuracy and ε.
+    Train(TrainArgs),
+}
+
+/// Models `dp train` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelChoice {
+    /// The 26,010-parameter CNN of Tramèr & Boneh, tanh.
+    MnistCnn,
+    /// The same CNN with ReLU.
+    MnistCnnRelu,
+}
+
+/// Datasets `dp train` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DatasetChoice {
+    /// MNIST.
+    Mnist,
+    /// Fashion-MNIST.
+    FashionMnist,
+}
+
+/// Optimizers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OptimizerChoice {
+    /// SGD with momentum.
+    Sgd,
+    /// Adam (NoisyAdam).
+    Adam,
+}
+
+/// Batch samplers for training.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TrainSampling {
+    /// Poisson sampling with q = batch size / dataset size.
+    Poisson,
+    /// Fixed-size batches drawn without replacement.
+    FixedSize,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The model.
+    #[arg(long, value_enum, default_value_t = ModelChoice::MnistCnn)]
+    pub model: ModelChoice,
+    /// The dataset (found through DP_DATA_DIR, a cache, or a download).
+    #[arg(long, value_enum, default_value_t = DatasetChoice::Mnist)]
+    pub dataset: DatasetChoice,
+    /// Epochs.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub epochs: f64,
+    /// (Expected) batch size.
+    #[arg(long, default_value_t = 256)]
+    pub batch_size: usize,
+    /// Noise multiplier σ (omit with --target-epsilon to calibrate it).
+    #[arg(long, allow_negative_numbers = true)]
+    pub sigma: Option<f64>,
+    /// Per-sample clipping norm C.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub clip: f64,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
+    pub lr: f64,
+    /// Momentum (SGD).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub momentum: f64,
+    /// Optimizer.
+    #[arg(long, value_enum, default_value_t = OptimizerChoice::Sgd)]
+    pub optimizer: OptimizerChoice,
+    /// Sampling.
+    #[arg(long, value_enum, default_value_t = TrainSampling::Poisson)]
+    pub sampling: TrainSampling,
+    /// δ.
+    #[arg(long, default_value_t = 1e-5, allow_negative_numbers = true)]
+    pub delta: f64,
+    /// Budget: stop before ε would exceed it (and calibrate σ if --sigma is absent).
+    #[arg(long, allow_negative_numbers = true)]
+    pub target_epsilon: Option<f64>,
+    /// Accountant for ε and the budget.
+    #[arg(long, value_enum, default_value_t = AccountantChoice::Rdp)]
+    pub accountant: AccountantChoice,
+    /// Reproducible noise from this seed. NOT FOR PRODUCTION: the noise is predictable.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Save a checkpoint here after every epoch, and resume from it if present.
+    #[arg(long)]
+    pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// Train without privacy (no clipping, no noise, no ε).
+    #[arg(long)]
+    pub no_dp: bool,
+    /// Use only the first N training examples (smoke runs).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Print one JSON object per epoch and a final summary object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Which accountant(s) to run.

@@ -173,3 +173,40 @@ fn help_exits_zero() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("calibrate"));
 }
+
+/// `dp train` on a slice of MNIST when the data is present (CI sets DP_DATA_DIR).
+#[test]
+fn train_smoke_when_data_present() {
+    if std::env::var_os("DP_DATA_DIR").is_none() {
+        eprintln!("DP_DATA_DIR unset: skipping");
+        return;
+    }
+    let text = stdout("train --limit 2048 --epochs 1 --batch-size 256 --sigma 1.0 --clip 1.0 --lr 0.5 --momentum 0.9 --seed 3 --json");
+    let summary: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+    assert_eq!(summary["steps"], 8);
+    assert!(summary["epsilon"].as_f64().expect("epsilon") > 0.0);
+    assert!((0.0..=1.0).contains(&summary["test_accuracy"].as_f64().expect("accuracy")));
+}
+
+/// Without data and without network, `dp train` says where it looked, in one line, exit 2.
+#[test]
+fn train_without_data_says_where_it_looked() {
+    let empty = std::env::temp_dir().join(format!("dp-cli-no-data-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_dp"))
+        .args(["train", "--sigma", "1", "--epochs", "1"])
+        .env("DP_DATA_DIR", &empty)
+        .env("DP_CACHE_DIR", &empty)
+        .env("DP_OFFLINE", "1")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("data not present")
+            && stderr.contains(&empty.join("mnist").display().to_string()),
+        "{stderr}"
+    );
+}

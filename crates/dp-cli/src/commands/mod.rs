@@ -2,6 +2,7 @@
 
 mod account;
 mod calibrate;
+mod train;
 
 use anyhow::{bail, Result};
 use dp_accounting::{AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
@@ -16,6 +17,7 @@ pub fn run(cli: Cli) -> Result<String> {
     match cli.command {
         Command::Account(args) => account::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
+        Command::Train(args) => train::run(&args),
     }
 }
 
