@@ -19,6 +19,24 @@ pub enum Suite {
         #[arg(long)]
         compare_python: bool,
     },
+    /// DP-SGD step throughput on the fused tier, private and non-private interleaved.
+    DpSgd {
+        /// The model (only mnist-cnn today).
+        #[arg(long, default_value = "mnist-cnn")]
+        model: String,
+        /// Batch size.
+        #[arg(long, default_value_t = 256)]
+        batch_size: usize,
+        /// Timed steps of each kind.
+        #[arg(long, default_value_t = 30)]
+        steps: usize,
+        /// Tier (only fused today).
+        #[arg(long, default_value = "fused")]
+        tier: String,
+        /// End with one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Gaussian fill rate into a 10^6 buffer; exponential mechanism and top-k (k = 1%)
     /// over 10^6 scores.
     Mechanisms {
@@ -40,6 +58,7 @@ pub fn run(suite: Suite) -> Result<()> {
             compare_python,
         } => accounting(repeats.max(1), compare_python),
         Suite::Mechanisms { repeats } => mechanisms(repeats.max(1)),
+        Suite::DpSgd { model, batch_size, steps, tier, json } => dp_sgd(&model, batch_size, steps.max(1), &tier, json),
     }
 }
 
@@ -184,5 +203,80 @@ fn mechanisms(repeats: usize) -> Result<()> {
         "one-shot Gumbel top-k, k = 10^4 of 10^6",
         top_time * 1e3
     );
+    Ok(())
+}
+
+/// Peak resident memory of this process, from /proc (Linux), in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// One full step (forward, loss, backward with or without clipping, noise, SGD update)
+/// on random data, as the engine does it.
+fn dp_sgd(model: &str, batch: usize, steps: usize, tier: &str, json: bool) -> Result<()> {
+    use candle_core::{Device, Tensor};
+    use dp_mechanisms::NoiseSource;
+    use dp_models::fused::{ClipRule, FusedModel};
+    use dp_models::loss::cross_entropy;
+    use dp_models::models::{mnist_cnn, Activation};
+    anyhow::ensure!(model == "mnist-cnn", "only --model mnist-cnn is available");
+    anyhow::ensure!(tier == "fused", "only --tier fused is available (the autograd tier is not built yet)");
+    anyhow::ensure!(batch > 0, "--batch-size must be > 0");
+    let mut noise = NoiseSource::seeded(0);
+    let net = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    let x: Vec<f32> = (0..batch * 784).map(|_| noise.uniform() as f32).collect();
+    let y: Vec<u32> = (0..batch).map(|i| (i % 10) as u32).collect();
+    let x = Tensor::from_vec(x, (batch, 784), &Device::Cpu)?;
+    let p = net.spec().num_params();
+    let mut step = |private: bool| -> Result<f64> {
+        let start = Instant::now();
+        let logits: Vec<f32> = net.forward(&x)?.flatten_all()?.to_vec1()?;
+        let (_, d) = cross_entropy(&logits, &y, 10);
+        let rule = if private { ClipRule::Flat { max_norm: 1.0 } } else { ClipRule::None };
+        let (sum, _) = net.backward(&Tensor::from_vec(d, (batch, 10), &Device::Cpu)?, rule)?;
+        let mut g: Vec<f32> = sum.to_vec1()?;
+        if private {
+            noise.add_gaussian_f32(&mut g, 1.0);
+        }
+        let mut theta = net.theta_values()?;
+        theta.iter_mut().zip(&g).for_each(|(t, g)| *t -= 0.01 * g / batch as f32);
+        net.theta().set(&Tensor::from_vec(theta, p, &Device::Cpu)?)?;
+        Ok(start.elapsed().as_secs_f64())
+    };
+    for _ in 0..3 {
+        step(true)?;
+        step(false)?;
+    }
+    let (mut private, mut plain) = (Vec::new(), Vec::new());
+    for _ in 0..steps {
+        private.push(step(true)?);
+        plain.push(step(false)?);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (tp, tn) = (median(&mut private), median(&mut plain));
+    let (sp, sn) = (batch as f64 / tp, batch as f64 / tn);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("dp-sgd benchmark: {model}, fused tier, batch {batch}, {steps} interleaved steps each, {threads} threads");
+    println!("private     {:>8.2} ms/step  {:>9.0} samples/s", tp * 1e3, sp);
+    println!("non-private {:>8.2} ms/step  {:>9.0} samples/s", tn * 1e3, sn);
+    println!("overhead (non-private / private throughput): {:.3}", sn / sp);
+    let rss = peak_rss_mib();
+    if let Some(rss) = rss {
+        println!("peak RSS {rss:.0} MiB");
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"model": model, "tier": tier, "batch_size": batch, "steps": steps, "threads": threads,
+                "private_samples_per_s": sp, "nonprivate_samples_per_s": sn, "overhead": sn / sp,
+                "private_ms_per_step": tp * 1e3, "nonprivate_ms_per_step": tn * 1e3, "peak_rss_mib": rss})
+        );
+    }
     Ok(())
 }

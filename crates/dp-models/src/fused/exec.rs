@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::kernels::{col2im, im2col, matmul, tanh_fast, ConvGeometry, Mat};
+use super::kernels::{col2im, dot, im2col, matmul, sum_of_squares, tanh_fast, ConvGeometry, Mat};
 use super::spec::{size, Kind, LayerPlan, NetSpec};
 
 /// Chunks per batch, fixed so that sums are bit-reproducible whatever the thread count.
@@ -549,7 +549,7 @@ fn backward_sample(
         std::mem::swap(&mut d, &mut d_in);
     }
     if private {
-        target.iter().map(|g| g * g).sum()
+        sum_of_squares(target)
     } else {
         0.0
     }

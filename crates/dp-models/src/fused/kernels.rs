@@ -107,28 +107,36 @@ impl ConvGeometry {
         self.oh * self.ow
     }
 
-    /// The input pixel under kernel tap (ky, kx) of output pixel (oy, ox), if not padding.
-    #[inline]
-    fn source(&self, oy: usize, ox: usize, ky: usize, kx: usize) -> Option<usize> {
-        let iy = (oy * self.stride + ky).checked_sub(self.padding)?;
-        let ix = (ox * self.stride + kx).checked_sub(self.padding)?;
-        (iy < self.h && ix < self.w).then_some(iy * self.w + ix)
-    }
+}
+
+/// For output pixel (oy, ox) and kernel row ky: the input row, and the kernel columns
+/// [lo, hi) that fall inside the image with the first one's input column. One contiguous
+/// run of (hi − lo)·cin values in NHWC.
+#[inline]
+fn tap_run(g: &ConvGeometry, oy: usize, ox: usize, ky: usize) -> Option<(usize, usize, usize, usize)> {
+    let iy = (oy * g.stride + ky).checked_sub(g.padding).filter(|&iy| iy < g.h)?;
+    let x0 = (ox * g.stride) as isize - g.padding as isize;
+    let lo = (-x0).max(0) as usize;
+    let hi = ((g.w as isize - x0).max(0) as usize).min(g.kernel);
+    (lo < hi).then(|| (iy, lo, hi, (x0 + lo as isize) as usize))
 }
 
 /// im2col of an NHWC image into `u` (rows × cols), ones in the last column.
 pub(crate) fn im2col(g: &ConvGeometry, image: &[f32], u: &mut [f32]) {
     let cols = g.cols();
+    let run = g.kernel * g.cin;
     for oy in 0..g.oh {
         for ox in 0..g.ow {
             let row = &mut u[(oy * g.ow + ox) * cols..][..cols];
             for ky in 0..g.kernel {
-                for kx in 0..g.kernel {
-                    let dst = &mut row[(ky * g.kernel + kx) * g.cin..][..g.cin];
-                    match g.source(oy, ox, ky, kx) {
-                        Some(pixel) => dst.copy_from_slice(&image[pixel * g.cin..][..g.cin]),
-                        None => dst.fill(0.0),
+                let dst = &mut row[ky * run..][..run];
+                match tap_run(g, oy, ox, ky) {
+                    Some((iy, lo, hi, ix)) => {
+                        dst[..lo * g.cin].fill(0.0);
+                        dst[lo * g.cin..hi * g.cin].copy_from_slice(&image[(iy * g.w + ix) * g.cin..][..(hi - lo) * g.cin]);
+                        dst[hi * g.cin..].fill(0.0);
                     }
+                    None => dst.fill(0.0),
                 }
             }
             row[cols - 1] = 1.0;
@@ -141,21 +149,47 @@ pub(crate) fn im2col(g: &ConvGeometry, image: &[f32], u: &mut [f32]) {
 pub(crate) fn col2im(g: &ConvGeometry, du: &[f32], image_grad: &mut [f32]) {
     image_grad.fill(0.0);
     let cols = g.cols();
+    let run = g.kernel * g.cin;
     for oy in 0..g.oh {
         for ox in 0..g.ow {
             let row = &du[(oy * g.ow + ox) * cols..][..cols];
             for ky in 0..g.kernel {
-                for kx in 0..g.kernel {
-                    if let Some(pixel) = g.source(oy, ox, ky, kx) {
-                        let src = &row[(ky * g.kernel + kx) * g.cin..][..g.cin];
-                        for (d, s) in image_grad[pixel * g.cin..][..g.cin].iter_mut().zip(src) {
-                            *d += s;
-                        }
-                    }
+                if let Some((iy, lo, hi, ix)) = tap_run(g, oy, ox, ky) {
+                    let src = &row[ky * run + lo * g.cin..ky * run + hi * g.cin];
+                    let dst = &mut image_grad[(iy * g.w + ix) * g.cin..][..(hi - lo) * g.cin];
+                    dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
                 }
             }
         }
     }
+}
+
+/// Lanes of the split accumulators below: enough independent sums for the compiler to
+/// vectorise (a plain `.sum()` of floats is a serial chain the compiler may not reorder).
+const LANES: usize = 16;
+
+/// `Σ aᵢ·bᵢ` with [`LANES`] independent partial sums (pairwise order fixed, so results are
+/// deterministic).
+#[inline]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..LANES {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `Σ aᵢ²`, vectorised like [`dot`].
+#[inline]
+pub(crate) fn sum_of_squares(a: &[f32]) -> f32 {
+    dot(a, a)
 }
 
 /// tanh via one `exp` (|error| ≤ 1.2e-7; glibc's `tanhf` is ~7× slower).
