@@ -58,7 +58,13 @@ pub fn run(suite: Suite) -> Result<()> {
             compare_python,
         } => accounting(repeats.max(1), compare_python),
         Suite::Mechanisms { repeats } => mechanisms(repeats.max(1)),
-        Suite::DpSgd { model, batch_size, steps, tier, json } => dp_sgd(&model, batch_size, steps.max(1), &tier, json),
+        Suite::DpSgd {
+            model,
+            batch_size,
+            steps,
+            tier,
+            json,
+        } => dp_sgd(&model, batch_size, steps.max(1), &tier, json),
     }
 }
 
@@ -223,7 +229,10 @@ fn dp_sgd(model: &str, batch: usize, steps: usize, tier: &str, json: bool) -> Re
     use dp_models::loss::cross_entropy;
     use dp_models::models::{mnist_cnn, Activation};
     anyhow::ensure!(model == "mnist-cnn", "only --model mnist-cnn is available");
-    anyhow::ensure!(tier == "fused", "only --tier fused is available (the autograd tier is not built yet)");
+    anyhow::ensure!(
+        tier == "fused",
+        "only --tier fused is available (the autograd tier is not built yet)"
+    );
     anyhow::ensure!(batch > 0, "--batch-size must be > 0");
     let mut noise = NoiseSource::seeded(0);
     let net = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
@@ -235,15 +244,23 @@ fn dp_sgd(model: &str, batch: usize, steps: usize, tier: &str, json: bool) -> Re
         let start = Instant::now();
         let logits: Vec<f32> = net.forward(&x)?.flatten_all()?.to_vec1()?;
         let (_, d) = cross_entropy(&logits, &y, 10);
-        let rule = if private { ClipRule::Flat { max_norm: 1.0 } } else { ClipRule::None };
+        let rule = if private {
+            ClipRule::Flat { max_norm: 1.0 }
+        } else {
+            ClipRule::None
+        };
         let (sum, _) = net.backward(&Tensor::from_vec(d, (batch, 10), &Device::Cpu)?, rule)?;
         let mut g: Vec<f32> = sum.to_vec1()?;
         if private {
             noise.add_gaussian_f32(&mut g, 1.0);
         }
         let mut theta = net.theta_values()?;
-        theta.iter_mut().zip(&g).for_each(|(t, g)| *t -= 0.01 * g / batch as f32);
-        net.theta().set(&Tensor::from_vec(theta, p, &Device::Cpu)?)?;
+        theta
+            .iter_mut()
+            .zip(&g)
+            .for_each(|(t, g)| *t -= 0.01 * g / batch as f32);
+        net.theta()
+            .set(&Tensor::from_vec(theta, p, &Device::Cpu)?)?;
         Ok(start.elapsed().as_secs_f64())
     };
     for _ in 0..3 {
@@ -263,9 +280,20 @@ fn dp_sgd(model: &str, batch: usize, steps: usize, tier: &str, json: bool) -> Re
     let (sp, sn) = (batch as f64 / tp, batch as f64 / tn);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("dp-sgd benchmark: {model}, fused tier, batch {batch}, {steps} interleaved steps each, {threads} threads");
-    println!("private     {:>8.2} ms/step  {:>9.0} samples/s", tp * 1e3, sp);
-    println!("non-private {:>8.2} ms/step  {:>9.0} samples/s", tn * 1e3, sn);
-    println!("overhead (non-private / private throughput): {:.3}", sn / sp);
+    println!(
+        "private     {:>8.2} ms/step  {:>9.0} samples/s",
+        tp * 1e3,
+        sp
+    );
+    println!(
+        "non-private {:>8.2} ms/step  {:>9.0} samples/s",
+        tn * 1e3,
+        sn
+    );
+    println!(
+        "overhead (non-private / private throughput): {:.3}",
+        sn / sp
+    );
     let rss = peak_rss_mib();
     if let Some(rss) = rss {
         println!("peak RSS {rss:.0} MiB");

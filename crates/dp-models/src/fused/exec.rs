@@ -256,27 +256,7 @@ fn forward_sample(
             Kind::Flatten => out.copy_from_slice(input),
             Kind::MaxPool { kernel, stride } => {
                 let arg = &mut args[l][s * out_size..][..out_size];
-                let ((_, w, c), (oh, ow, _)) = (layer.input, layer.output);
-                for oy in 0..oh {
-                    for ox in 0..ow {
-                        for ch in 0..c {
-                            // First maximum in row-major window order wins (PyTorch's rule).
-                            let first = ((oy * stride) * w + ox * stride) * c + ch;
-                            let mut best = (input[first], first);
-                            for ky in 0..kernel {
-                                for kx in 0..kernel {
-                                    let idx = ((oy * stride + ky) * w + ox * stride + kx) * c + ch;
-                                    if input[idx] > best.0 {
-                                        best = (input[idx], idx);
-                                    }
-                                }
-                            }
-                            let o = (oy * ow + ox) * c + ch;
-                            out[o] = best.0;
-                            arg[o] = best.1 as u32;
-                        }
-                    }
-                }
+                max_pool_forward(layer, kernel, stride, input, out, arg);
             }
             Kind::AvgPool { kernel, stride } => {
                 let ((_, w, c), (oh, ow, _)) = (layer.input, layer.output);
@@ -295,6 +275,40 @@ fn forward_sample(
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// Max pooling of one NHWC sample, recording the argmax (first maximum wins, PyTorch's
+/// rule).
+fn max_pool_forward(
+    layer: &LayerPlan,
+    kernel: usize,
+    stride: usize,
+    input: &[f32],
+    out: &mut [f32],
+    arg: &mut [u32],
+) {
+    let ((_, w, c), (oh, ow, _)) = (layer.input, layer.output);
+    for oy in 0..oh {
+        for ox in 0..ow {
+            let o = (oy * ow + ox) * c;
+            let first = ((oy * stride) * w + ox * stride) * c;
+            for ch in 0..c {
+                // Branch-free running maximum (random data makes a branch unpredictable).
+                let (mut best, mut best_idx) = (input[first + ch], first + ch);
+                for ky in 0..kernel {
+                    for kx in 0..kernel {
+                        let idx = ((oy * stride + ky) * w + ox * stride + kx) * c + ch;
+                        let v = input[idx];
+                        let better = v > best;
+                        best = if better { v } else { best };
+                        best_idx = if better { idx } else { best_idx };
+                    }
+                }
+                out[o + ch] = best;
+                arg[o + ch] = best_idx as u32;
             }
         }
     }

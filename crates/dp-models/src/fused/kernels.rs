@@ -106,15 +106,21 @@ impl ConvGeometry {
     pub fn rows(&self) -> usize {
         self.oh * self.ow
     }
-
 }
 
 /// For output pixel (oy, ox) and kernel row ky: the input row, and the kernel columns
 /// [lo, hi) that fall inside the image with the first one's input column. One contiguous
 /// run of (hi − lo)·cin values in NHWC.
 #[inline]
-fn tap_run(g: &ConvGeometry, oy: usize, ox: usize, ky: usize) -> Option<(usize, usize, usize, usize)> {
-    let iy = (oy * g.stride + ky).checked_sub(g.padding).filter(|&iy| iy < g.h)?;
+fn tap_run(
+    g: &ConvGeometry,
+    oy: usize,
+    ox: usize,
+    ky: usize,
+) -> Option<(usize, usize, usize, usize)> {
+    let iy = (oy * g.stride + ky)
+        .checked_sub(g.padding)
+        .filter(|&iy| iy < g.h)?;
     let x0 = (ox * g.stride) as isize - g.padding as isize;
     let lo = (-x0).max(0) as usize;
     let hi = ((g.w as isize - x0).max(0) as usize).min(g.kernel);
@@ -133,7 +139,9 @@ pub(crate) fn im2col(g: &ConvGeometry, image: &[f32], u: &mut [f32]) {
                 match tap_run(g, oy, ox, ky) {
                     Some((iy, lo, hi, ix)) => {
                         dst[..lo * g.cin].fill(0.0);
-                        dst[lo * g.cin..hi * g.cin].copy_from_slice(&image[(iy * g.w + ix) * g.cin..][..(hi - lo) * g.cin]);
+                        dst[lo * g.cin..hi * g.cin].copy_from_slice(
+                            &image[(iy * g.w + ix) * g.cin..][..(hi - lo) * g.cin],
+                        );
                         dst[hi * g.cin..].fill(0.0);
                     }
                     None => dst.fill(0.0),
