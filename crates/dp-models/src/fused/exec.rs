@@ -237,12 +237,7 @@ fn forward_sample(
             Kind::Linear { nin, nout } => {
                 for (o, z) in out.iter_mut().enumerate().take(nout) {
                     let row = &params[o * (nin + 1)..][..nin + 1];
-                    *z = row[nin]
-                        + row[..nin]
-                            .iter()
-                            .zip(input)
-                            .map(|(w, a)| w * a)
-                            .sum::<f32>();
+                    *z = row[nin] + dot(&row[..nin], input);
                 }
             }
             Kind::Tanh => out
