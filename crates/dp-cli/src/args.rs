@@ -98,12 +98,18 @@ pub struct TrainArgs {
     /// Accountant for ε and the budget.
     #[arg(long, value_enum, default_value_t = AccountantChoice::Rdp)]
     pub accountant: AccountantChoice,
+    /// Rényi orders for the RDP accountants.
+    #[arg(long, value_enum, default_value_t = OrdersChoice::Opacus)]
+    pub orders: OrdersChoice,
     /// Reproducible noise from this seed. NOT FOR PRODUCTION: the noise is predictable.
     #[arg(long)]
     pub seed: Option<u64>,
     /// Save a checkpoint here after every epoch, and resume from it if present.
     #[arg(long)]
     pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// Write the final weights here as safetensors (PyTorch layout and names).
+    #[arg(long)]
+    pub save_weights: Option<std::path::PathBuf>,
     /// Train without privacy (no clipping, no noise, no ε).
     #[arg(long)]
     pub no_dp: bool,

@@ -210,3 +210,81 @@ fn train_without_data_says_where_it_looked() {
         "{stderr}"
     );
 }
+
+/// A `dp train` killed mid-run (SIGKILL, no chance to clean up) resumes from its last
+/// checkpoint without losing the privacy budget it had spent.
+#[test]
+fn killed_training_resumes_with_its_ledger() {
+    let Some(data) = std::env::var_os("DP_DATA_DIR") else {
+        eprintln!("DP_DATA_DIR unset: skipping");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("dp-cli-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let args = |epochs: &str| {
+        let dir = dir.display().to_string();
+        vec![
+            "train",
+            "--limit",
+            "2048",
+            "--batch-size",
+            "256",
+            "--sigma",
+            "1.0",
+            "--lr",
+            "0.1",
+            "--seed",
+            "9",
+            "--checkpoint-dir",
+            Box::leak(dir.into_boxed_str()),
+            "--json",
+            "--epochs",
+            Box::leak(epochs.to_string().into_boxed_str()),
+        ]
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dp"))
+        .args(args("200"))
+        .env("DP_DATA_DIR", &data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let checkpoint = dir.join("checkpoint.json");
+    let started = std::time::Instant::now();
+    while !checkpoint.is_file() {
+        assert!(started.elapsed().as_secs() < 120, "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&checkpoint).expect("read"))
+            .expect("valid json: writes are atomic");
+    let steps = saved["steps"].as_u64().expect("steps");
+    let ledger_steps: u64 = saved["ledger"]["entries"]
+        .as_array()
+        .expect("ledger")
+        .iter()
+        .map(|e| e["count"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        steps >= 8 && ledger_steps == steps,
+        "steps {steps}, ledger {ledger_steps}"
+    );
+    // Resume to a total a little beyond where it was killed.
+    let target_epochs = (steps / 8 + 2).to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_dp"))
+        .args(args(&target_epochs))
+        .env("DP_DATA_DIR", &data)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("at step {steps}")), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("summary")).expect("json");
+    assert_eq!(summary["steps"].as_u64(), Some((steps / 8 + 2) * 8));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -334,3 +334,21 @@ fn invalid_networks_are_rejected() {
     )
     .is_err());
 }
+
+#[test]
+fn safetensors_round_trip_in_pytorch_layout() -> Result<(), Box<dyn std::error::Error>> {
+    let spec = mnist_cnn(Activation::Tanh)?;
+    let model = FusedModel::new(spec.clone(), &mut NoiseSource::seeded(11))?;
+    let path = std::env::temp_dir().join(format!("dp-models-{}.safetensors", std::process::id()));
+    model.save_safetensors(&path)?;
+    let tensors = candle_core::safetensors::load(&path, &Device::Cpu)?;
+    assert_eq!(tensors["0.weight"].dims(), &[16, 1, 8, 8]);
+    assert_eq!(tensors["7.weight"].dims(), &[32, 512]);
+    assert_eq!(tensors["9.bias"].dims(), &[10]);
+    let loaded = FusedModel::load_safetensors(spec.clone(), &path)?;
+    assert_eq!(loaded.theta_values()?, model.theta_values()?);
+    // A file for another architecture is refused with a typed error.
+    assert!(FusedModel::load_safetensors(mlp(784, &[8], 10, Activation::Tanh)?, &path).is_err());
+    let _ = std::fs::remove_file(path);
+    Ok(())
+}

@@ -11,7 +11,8 @@ use dp_optim::{Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
 use serde_json::json;
 
 use crate::args::{
-    AccountantChoice, DatasetChoice, ModelChoice, OptimizerChoice, TrainArgs, TrainSampling,
+    AccountantChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice, TrainArgs,
+    TrainSampling,
 };
 
 pub fn run(args: &TrainArgs) -> Result<String> {
@@ -70,7 +71,12 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         AccountantChoice::Pld => AccountantKind::Pld,
         AccountantChoice::Gdp => AccountantKind::Gdp,
     };
-    let orders = OrderGrid::Opacus;
+    let orders = match args.orders {
+        OrdersChoice::Opacus => OrderGrid::Opacus,
+        OrdersChoice::DpAccounting => OrderGrid::DpAccounting,
+        OrdersChoice::Tf => OrderGrid::TfLegacy,
+        OrdersChoice::Int2To64 => OrderGrid::Int2To64,
+    };
     let privacy = if args.no_dp {
         None
     } else {
@@ -181,6 +187,9 @@ pub fn run(args: &TrainArgs) -> Result<String> {
             eprintln!("stopped: the next step would exceed the privacy budget");
             break;
         }
+    }
+    if let Some(path) = &args.save_weights {
+        engine.model().save_safetensors(path)?;
     }
     let summary = json!({
         "model": format!("{:?}", args.model), "dataset": format!("{:?}", args.dataset),

@@ -159,6 +159,57 @@ impl FusedModel {
         Ok(to_torch(&self.spec, &self.theta_values()?))
     }
 
+    /// Saves the weights as safetensors in PyTorch layout, named like a PyTorch
+    /// `nn.Sequential` of the same layers (`"{index}.weight"`, `"{index}.bias"`), so
+    /// `model.load_state_dict(safetensors.torch.load_file(path))` works on the PyTorch side.
+    pub fn save_safetensors(&self, path: &std::path::Path) -> Result<()> {
+        let mut tensors = std::collections::HashMap::new();
+        let indices = self
+            .spec
+            .layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.params.1 > 0)
+            .map(|(i, _)| i);
+        for (index, layer) in indices.zip(self.to_torch()?) {
+            let weight =
+                Tensor::from_vec(layer.weight, layer.weight_shape.as_slice(), &Device::Cpu)?;
+            let bias = Tensor::from_vec(layer.bias.clone(), layer.bias.len(), &Device::Cpu)?;
+            tensors.insert(format!("{index}.weight"), weight);
+            tensors.insert(format!("{index}.bias"), bias);
+        }
+        candle_core::safetensors::save(&tensors, path)?;
+        Ok(())
+    }
+
+    /// Loads weights saved by [`save_safetensors`](Self::save_safetensors) (or by PyTorch
+    /// from an `nn.Sequential` of the same layers).
+    pub fn load_safetensors(spec: NetSpec, path: &std::path::Path) -> Result<Self> {
+        let tensors = candle_core::safetensors::load(path, &Device::Cpu)?;
+        let get = |name: String| {
+            tensors
+                .get(&name)
+                .cloned()
+                .ok_or_else(|| Error::InvalidModel(format!("{}: no tensor {name}", path.display())))
+        };
+        let mut layers = Vec::new();
+        for (index, _) in spec
+            .layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.params.1 > 0)
+        {
+            let weight = get(format!("{index}.weight"))?.to_dtype(candle_core::DType::F32)?;
+            let bias = get(format!("{index}.bias"))?.to_dtype(candle_core::DType::F32)?;
+            layers.push(TorchLayer {
+                weight_shape: weight.dims().to_vec(),
+                weight: weight.flatten_all()?.to_vec1()?,
+                bias: bias.flatten_all()?.to_vec1()?,
+            });
+        }
+        Self::from_torch(spec, &layers)
+    }
+
     /// The network.
     pub fn spec(&self) -> &NetSpec {
         &self.spec
