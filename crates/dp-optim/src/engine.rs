@@ -138,6 +138,7 @@ pub struct PrivacyEngine {
     batch: Vec<usize>,
     features: Vec<f32>,
     labels: Vec<u32>,
+    physical_batch_size: Option<usize>,
 }
 
 impl PrivacyEngine {
@@ -203,7 +204,21 @@ impl PrivacyEngine {
             batch: Vec::new(),
             features: Vec::new(),
             labels: Vec::new(),
+            physical_batch_size: None,
         })
+    }
+
+    /// Processes each logical batch in physical slices of at most `size` samples (to bound
+    /// memory); the clipped sums are added before the noise, so the step, and its privacy,
+    /// are those of the whole logical batch.
+    pub fn set_physical_batch_size(&mut self, size: usize) -> Result<()> {
+        if size == 0 {
+            return Err(Error::InvalidConfig(
+                "the physical batch size must be >= 1".into(),
+            ));
+        }
+        self.physical_batch_size = Some(size);
+        Ok(())
     }
 
     /// The model.
@@ -268,34 +283,44 @@ impl PrivacyEngine {
             .sampler
             .draw(n, &mut self.noise, &mut self.batch);
         let b = self.batch.len();
-        let size = data.example_size();
-        self.features.clear();
-        self.labels.clear();
-        for &i in &self.batch {
-            self.features
-                .extend_from_slice(&data.features[i * size..][..size]);
-            self.labels.push(data.labels[i]);
-        }
         let rule = self
             .config
             .privacy
             .as_ref()
             .map_or(ClipRule::None, PrivacyConfig::clip_rule);
-        let (mut gradient, mean_loss, nonfinite) = if b == 0 {
-            (vec![0.0f32; p_count], f64::NAN, 0)
-        } else {
-            let x = Tensor::from_slice(&self.features, (b, size), &Device::Cpu)?;
+        let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
+        let mut gradient = vec![0.0f32; p_count];
+        let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
+        let size = data.example_size();
+        for slice in self.batch.chunks(physical) {
+            self.features.clear();
+            self.labels.clear();
+            for &i in slice {
+                self.features
+                    .extend_from_slice(&data.features[i * size..][..size]);
+                self.labels.push(data.labels[i]);
+            }
+            let m = slice.len();
+            let x = Tensor::from_slice(&self.features, (m, size), &Device::Cpu)?;
             let logits: Vec<f32> = self.model.forward(&x)?.flatten_all()?.to_vec1()?;
             let (losses, dlogits) = cross_entropy(&logits, &self.labels, data.classes);
-            let dlogits = Tensor::from_vec(dlogits, (b, data.classes), &Device::Cpu)?;
+            let dlogits = Tensor::from_vec(dlogits, (m, data.classes), &Device::Cpu)?;
             let (sum, norms) = self.model.backward(&dlogits, rule)?;
-            let norms: Vec<f32> = norms.to_vec1()?;
-            let mean = losses.iter().map(|&l| f64::from(l)).sum::<f64>() / b as f64;
-            (
-                sum.to_vec1::<f32>()?,
-                mean,
-                norms.iter().filter(|v| !v.is_finite()).count(),
-            )
+            gradient
+                .iter_mut()
+                .zip(sum.to_vec1::<f32>()?)
+                .for_each(|(g, s)| *g += s);
+            nonfinite += norms
+                .to_vec1::<f32>()?
+                .iter()
+                .filter(|v| !v.is_finite())
+                .count();
+            loss_sum += losses.iter().map(|&l| f64::from(l)).sum::<f64>();
+        }
+        let mean_loss = if b == 0 {
+            f64::NAN
+        } else {
+            loss_sum / b as f64
         };
         if let Some(p) = &self.config.privacy {
             self.noise

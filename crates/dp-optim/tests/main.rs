@@ -256,3 +256,40 @@ fn mnist_one_epoch_smoke() -> dp_optim::Result<()> {
     assert!(epsilon < 1.0);
     Ok(())
 }
+
+/// A logical batch processed in physical slices gives the same step as in one piece (up to
+/// float summation order), including the noise.
+#[test]
+fn physical_batches_sum_to_the_logical_batch() -> dp_optim::Result<()> {
+    let mut noise = NoiseSource::seeded(12);
+    let data = toy_data(400, &mut noise);
+    let mut whole = engine(
+        13,
+        Sampler::Poisson { sampling_rate: 0.5 },
+        Some(private(None)),
+        &data,
+    )?;
+    let mut sliced = engine(
+        13,
+        Sampler::Poisson { sampling_rate: 0.5 },
+        Some(private(None)),
+        &data,
+    )?;
+    sliced.set_physical_batch_size(37)?;
+    assert!(sliced.set_physical_batch_size(0).is_err());
+    for _ in 0..3 {
+        let (a, b) = (whole.step(&data)?, sliced.step(&data)?);
+        assert_eq!(a.batch_size, b.batch_size);
+    }
+    let (x, y) = (
+        whole.model().theta_values()?,
+        sliced.model().theta_values()?,
+    );
+    let max_diff = x
+        .iter()
+        .zip(&y)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(max_diff < 1e-5, "{max_diff}");
+    assert_eq!(whole.epsilon()?, sliced.epsilon()?);
+    Ok(())
+}
