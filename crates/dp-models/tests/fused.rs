@@ -352,3 +352,20 @@ fn safetensors_round_trip_in_pytorch_layout() -> Result<(), Box<dyn std::error::
     let _ = std::fs::remove_file(path);
     Ok(())
 }
+
+/// A backward whose batch does not match the last forward is an error, not a panic.
+#[test]
+fn mismatched_backward_is_an_error() -> Result<(), Box<dyn std::error::Error>> {
+    let spec = mlp(4, &[3], 10, Activation::Tanh)?;
+    let model = FusedModel::new(spec, &mut NoiseSource::seeded(5))?;
+    model.forward(&Tensor::zeros(
+        (3, 4),
+        candle_core::DType::F32,
+        &Device::Cpu,
+    )?)?;
+    let wrong = Tensor::zeros((2, 10), candle_core::DType::F32, &Device::Cpu)?;
+    assert!(model.backward(&wrong, ClipRule::None).is_err());
+    let right = Tensor::zeros((3, 10), candle_core::DType::F32, &Device::Cpu)?;
+    assert!(model.backward(&right, ClipRule::None).is_ok());
+    Ok(())
+}

@@ -61,6 +61,11 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// The batch size of the last forward (0 before any).
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
     /// Grows (never shrinks) the buffers to hold `batch` samples of `spec`.
     fn ensure(&mut self, spec: &NetSpec, batch: usize) {
         let layers = &spec.layers;

@@ -87,16 +87,17 @@ impl CustomOp2 for FusedBackward {
                 "fused backward: dlogits do not fit the network".into(),
             ));
         }
+        if batch != ws.batch() || l2.shape().elem_count() != self.spec.num_params() {
+            return Err(candle_core::Error::Msg(format!(
+                "fused backward: dlogits for {batch} samples after a forward of {}, or θ of the wrong size",
+                ws.batch()
+            )));
+        }
         let (dlogits, theta) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
         let BackwardOutput {
             mut gradient_sum,
             squared_norms,
         } = backward(&self.spec, theta, dlogits, &mut ws, self.rule);
-        if squared_norms.len() != batch {
-            return Err(candle_core::Error::Msg(
-                "fused backward: run the forward on this batch first".into(),
-            ));
-        }
         gradient_sum.extend_from_slice(&squared_norms);
         let len = gradient_sum.len();
         Ok((CpuStorage::F32(gradient_sum), Shape::from(len)))
