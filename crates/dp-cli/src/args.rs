@@ -107,6 +107,10 @@ pub struct TrainArgs {
     /// Save a checkpoint here after every epoch, and resume from it if present.
     #[arg(long)]
     pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// Process each batch in slices of at most this many samples (bounds memory; the step
+    /// and its privacy are unchanged).
+    #[arg(long)]
+    pub physical_batch_size: Option<usize>,
     /// Write the final weights here as safetensors (PyTorch layout and names).
     #[arg(long)]
     pub save_weights: Option<std::path::PathBuf>,

@@ -181,7 +181,7 @@ fn train_smoke_when_data_present() {
         eprintln!("DP_DATA_DIR unset: skipping");
         return;
     }
-    let text = stdout("train --limit 2048 --epochs 1 --batch-size 256 --sigma 1.0 --clip 1.0 --lr 0.5 --momentum 0.9 --seed 3 --json");
+    let text = stdout("train --limit 2048 --epochs 1 --batch-size 256 --physical-batch-size 100 --sigma 1.0 --clip 1.0 --lr 0.5 --momentum 0.9 --seed 3 --json");
     let summary: serde_json::Value =
         serde_json::from_str(text.lines().last().expect("summary")).expect("json");
     assert_eq!(summary["steps"], 8);

@@ -132,6 +132,9 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         optimizer,
     };
     let mut engine = PrivacyEngine::new(model, config, n, noise)?;
+    if let Some(size) = args.physical_batch_size {
+        engine.set_physical_batch_size(size)?;
+    }
     let checkpoint = args
         .checkpoint_dir
         .as_ref()
@@ -145,6 +148,15 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         }
     }
     let start = Instant::now();
+    // Drawn only when stderr is a terminal (indicatif hides itself otherwise).
+    let progress = indicatif::ProgressBar::new(total_steps);
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} steps  {elapsed_precise} < {eta}  {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    progress.set_position(engine.steps());
     let mut out = String::new();
     let mut stopped_by_budget = false;
     while engine.steps() < total_steps {
@@ -153,6 +165,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         while engine.steps() < epoch_end.min(total_steps) {
             match engine.step(&train) {
                 Ok(report) => {
+                    progress.inc(1);
                     if report.batch_size > 0 {
                         loss_sum += report.mean_loss;
                         loss_count += 1;
@@ -177,7 +190,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
             let eps = epsilon.map_or("n/a (no DP)".to_string(), |e| format!("{e:.4}"));
             format!("epoch {epoch:.2}  steps {}  train loss {loss:.4}  test accuracy {:.2}%  epsilon {eps}  ({:.1} s)", engine.steps(), 100.0 * accuracy, start.elapsed().as_secs_f64())
         };
-        eprintln!("{line}");
+        progress.suspend(|| eprintln!("{line}"));
         out.push_str(&line);
         out.push('\n');
         if let Some(path) = &checkpoint {
@@ -188,6 +201,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
             break;
         }
     }
+    progress.finish_and_clear();
     if let Some(path) = &args.save_weights {
         engine.model().save_safetensors(path)?;
     }
