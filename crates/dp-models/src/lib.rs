@@ -8,11 +8,11 @@
 //! * [`data`] — dataset lookup (`DP_DATA_DIR`, cache, checksum-verified download) and the
 //!   MNIST / Fashion-MNIST IDX loader.
 //! * [`loss`] — per-example cross-entropy and its gradient.
-//!
-//! Not yet built (issue [3] continues): the autograd tier (Embedding, sequence models,
-//! CUDA), safetensors save/load.
+//! * [`autograd`] — the autograd tier (Embedding, Linear over sequences) with probe taps,
+//!   ghost norms and book-keeping clipped sums; runs on any Candle device.
 #![deny(missing_docs)]
 
+pub mod autograd;
 pub mod data;
 mod error;
 pub mod fused;

@@ -1,6 +1,7 @@
 //! Integration tests of dp-models: the fused tier against an independent per-example
 //! autograd reference, layouts, reproducibility, and the data loaders.
 
+mod autograd;
 mod data;
 mod fused;
 mod reference;

@@ -1,0 +1,439 @@
+//! The autograd tier: layers outside the fused vocabulary (Embedding, Linear over
+//! sequences, …) built from Candle ops, with per-sample gradients through probe taps.
+//!
+//! In DP mode each parametric layer uses its weights as constants (detached) and adds a
+//! zero "probe" `Var` to its output; one backward of the summed per-example loss then
+//! gives every layer's `dL/dz` per example, from which the layer computes per-sample
+//! squared norms, the clipped sum `Σᵢ cᵢ∇ᵢ` (book-keeping: one matmul, no per-sample
+//! tensors) and, for tests, materialised per-sample gradients. Candle's summed weight
+//! gradients are never used, so nothing unclipped can reach an optimizer. This tier runs
+//! on any Candle device, CUDA included (with the `cuda` feature).
+
+use candle_core::{DType, Device, Tensor, Var, D};
+
+use crate::error::{Error, Result};
+use crate::fused::ClipRule;
+
+/// One tap of the forward: the layer's (detached) input and its output probe.
+#[derive(Debug)]
+pub struct TapeEntry {
+    /// Index of the layer in the model.
+    pub layer: usize,
+    /// The layer's input, detached.
+    pub input: Tensor,
+    /// The zero `Var` added to the layer's output.
+    pub probe: Var,
+}
+
+/// The taps of one forward.
+#[derive(Debug, Default)]
+pub struct Tape {
+    /// Entries in forward order.
+    pub entries: Vec<TapeEntry>,
+}
+
+/// The per-sample-gradient protocol every DP layer implements.
+pub trait DpLayer: Send + Sync {
+    /// Forward; in DP mode (`tape` given) weights are constants and a probe is recorded.
+    fn forward(&self, x: &Tensor, tape: Option<(&mut Tape, usize)>) -> Result<Tensor>;
+    /// The trainable parameters, in a fixed order.
+    fn vars(&self) -> Vec<Var>;
+    /// `‖∇θ ℓᵢ‖²` of this layer's parameters, per example (B,).
+    fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor>;
+    /// `Σᵢ cᵢ ∇θ ℓᵢ` for each of `vars()`, in order.
+    fn clipped_sum(
+        &self,
+        entry: &TapeEntry,
+        grad_out: &Tensor,
+        factors: &Tensor,
+    ) -> Result<Vec<Tensor>>;
+    /// Materialised per-sample gradients, one (B, …) tensor per var (tests, audits).
+    fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>>;
+}
+
+fn probe_for(z: &Tensor) -> Result<Var> {
+    Ok(Var::zeros(z.shape(), DType::F32, z.device())?)
+}
+
+/// Fully connected layer with bias, on (B, in) or on sequences (B, T, in).
+pub struct DpLinear {
+    weight: Var,
+    bias: Var,
+}
+
+impl DpLinear {
+    /// From a weight (out, in) and a bias (out).
+    pub fn new(weight: Tensor, bias: Tensor) -> Result<Self> {
+        let (out, _) = weight.dims2()?;
+        if bias.dims1()? != out {
+            return Err(Error::InvalidModel(
+                "linear bias does not match the weight".into(),
+            ));
+        }
+        Ok(DpLinear {
+            weight: Var::from_tensor(&weight)?,
+            bias: Var::from_tensor(&bias)?,
+        })
+    }
+
+    /// Treats (B, in) as (B, 1, in) so one code path serves both.
+    fn as_sequence(t: &Tensor) -> Result<Tensor> {
+        Ok(if t.rank() == 2 {
+            t.unsqueeze(1)?
+        } else {
+            t.clone()
+        })
+    }
+}
+
+impl DpLayer for DpLinear {
+    fn forward(&self, x: &Tensor, tape: Option<(&mut Tape, usize)>) -> Result<Tensor> {
+        match tape {
+            None => Ok(x
+                .broadcast_matmul(&self.weight.as_tensor().t()?)?
+                .broadcast_add(self.bias.as_tensor())?),
+            Some((tape, layer)) => {
+                let (w, b) = (
+                    self.weight.as_tensor().detach(),
+                    self.bias.as_tensor().detach(),
+                );
+                let z = x.broadcast_matmul(&w.t()?)?.broadcast_add(&b)?;
+                let probe = probe_for(&z)?;
+                let z = (z + probe.as_tensor())?;
+                tape.entries.push(TapeEntry {
+                    layer,
+                    input: x.detach(),
+                    probe,
+                });
+                Ok(z)
+            }
+        }
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        vec![self.weight.clone(), self.bias.clone()]
+    }
+
+    fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
+        if entry.input.rank() == 2 {
+            // Ghost norm (Goodfellow 2015): ‖g‖²·(‖a‖² + 1) for a single token.
+            let g2 = grad_out.sqr()?.sum(1)?;
+            let a2 = (entry.input.sqr()?.sum(1)? + 1.0)?;
+            return Ok((g2 * a2)?);
+        }
+        let psg = self.per_sample_grads(entry, grad_out)?;
+        Ok((psg[0].sqr()?.flatten_from(1)?.sum(1)? + psg[1].sqr()?.sum(1)?)?)
+    }
+
+    fn clipped_sum(
+        &self,
+        entry: &TapeEntry,
+        grad_out: &Tensor,
+        factors: &Tensor,
+    ) -> Result<Vec<Tensor>> {
+        let g = Self::as_sequence(grad_out)?;
+        let a = Self::as_sequence(&entry.input)?;
+        let (b, t, out) = g.dims3()?;
+        let gc = g
+            .broadcast_mul(&factors.reshape((b, 1, 1))?)?
+            .reshape((b * t, out))?;
+        let a = a.reshape((b * t, ()))?;
+        Ok(vec![gc.t()?.matmul(&a)?, gc.sum(0)?])
+    }
+
+    fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+        let g = Self::as_sequence(grad_out)?;
+        let a = Self::as_sequence(&entry.input)?;
+        Ok(vec![
+            g.transpose(1, 2)?.contiguous()?.matmul(&a.contiguous()?)?,
+            g.sum(1)?,
+        ])
+    }
+}
+
+/// A lookup table (V, D) applied to token ids (B, T) → (B, T, D).
+pub struct DpEmbedding {
+    weight: Var,
+}
+
+impl DpEmbedding {
+    /// From the table (V, D).
+    pub fn new(weight: Tensor) -> Result<Self> {
+        weight.dims2()?;
+        Ok(DpEmbedding {
+            weight: Var::from_tensor(&weight)?,
+        })
+    }
+}
+
+impl DpLayer for DpEmbedding {
+    fn forward(&self, ids: &Tensor, tape: Option<(&mut Tape, usize)>) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let flat = ids.flatten_all()?;
+        match tape {
+            None => Ok(self
+                .weight
+                .as_tensor()
+                .index_select(&flat, 0)?
+                .reshape((b, t, ()))?),
+            Some((tape, layer)) => {
+                let z = self
+                    .weight
+                    .as_tensor()
+                    .detach()
+                    .index_select(&flat, 0)?
+                    .reshape((b, t, ()))?;
+                let probe = probe_for(&z)?;
+                let z = (z + probe.as_tensor())?;
+                tape.entries.push(TapeEntry {
+                    layer,
+                    input: ids.clone(),
+                    probe,
+                });
+                Ok(z)
+            }
+        }
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        vec![self.weight.clone()]
+    }
+
+    fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
+        // ‖Σₜ gₜ e_{idₜ}‖² = Σ_{t,t'} [idₜ = id_t'] gₜ·g_t' (ghost norm with one-hot inputs).
+        let ids = entry.input.to_dtype(DType::F32)?;
+        let same = ids
+            .unsqueeze(2)?
+            .broadcast_eq(&ids.unsqueeze(1)?)?
+            .to_dtype(DType::F32)?;
+        let gram = grad_out.matmul(&grad_out.transpose(1, 2)?.contiguous()?)?;
+        Ok((same * gram)?.flatten_from(1)?.sum(1)?)
+    }
+
+    fn clipped_sum(
+        &self,
+        entry: &TapeEntry,
+        grad_out: &Tensor,
+        factors: &Tensor,
+    ) -> Result<Vec<Tensor>> {
+        let (b, t, d) = grad_out.dims3()?;
+        let scaled = grad_out
+            .broadcast_mul(&factors.reshape((b, 1, 1))?)?
+            .reshape((b * t, d))?;
+        let zeros = self.weight.as_tensor().zeros_like()?;
+        Ok(vec![zeros.index_add(
+            &entry.input.flatten_all()?,
+            &scaled,
+            0,
+        )?])
+    }
+
+    fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+        let (b, _, _) = grad_out.dims3()?;
+        let rows = (0..b)
+            .map(|i| {
+                let zeros = self.weight.as_tensor().zeros_like()?;
+                Ok(zeros.index_add(&entry.input.get(i)?, &grad_out.get(i)?, 0)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(vec![Tensor::stack(&rows, 0)?])
+    }
+}
+
+/// One stage of an [`AutogradModel`].
+pub enum Stage {
+    /// A parametric layer.
+    Layer(Box<dyn DpLayer>),
+    /// tanh.
+    Tanh,
+    /// ReLU.
+    Relu,
+    /// Mean over the sequence dimension: (B, T, D) → (B, D).
+    MeanOverTime,
+}
+
+/// A sequential model on the autograd tier.
+pub struct AutogradModel {
+    stages: Vec<Stage>,
+}
+
+/// The result of a private backward on the autograd tier.
+#[derive(Debug)]
+pub struct AutogradGradients {
+    /// `Σᵢ cᵢ∇ᵢ`, one tensor per var of [`AutogradModel::vars`], in order.
+    pub clipped_sums: Vec<Tensor>,
+    /// `‖∇ᵢ‖²` per example.
+    pub squared_norms: Vec<f32>,
+    /// Per-example losses.
+    pub losses: Vec<f32>,
+}
+
+impl AutogradModel {
+    /// From its stages.
+    pub fn new(stages: Vec<Stage>) -> Self {
+        AutogradModel { stages }
+    }
+
+    /// Every trainable var, in stage order.
+    pub fn vars(&self) -> Vec<Var> {
+        self.stages
+            .iter()
+            .flat_map(|s| match s {
+                Stage::Layer(l) => l.vars(),
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    fn run(&self, x: &Tensor, mut tape: Option<&mut Tape>) -> Result<Tensor> {
+        let mut a = x.clone();
+        for (i, stage) in self.stages.iter().enumerate() {
+            a = match stage {
+                Stage::Layer(layer) => layer.forward(&a, tape.as_deref_mut().map(|t| (t, i)))?,
+                Stage::Tanh => a.tanh()?,
+                Stage::Relu => a.relu()?,
+                Stage::MeanOverTime => a.mean(1)?,
+            };
+        }
+        Ok(a)
+    }
+
+    /// Logits (no taps).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.run(x, None)
+    }
+
+    fn layer(&self, index: usize) -> Result<&dyn DpLayer> {
+        match self.stages.get(index) {
+            Some(Stage::Layer(l)) => Ok(l.as_ref()),
+            _ => Err(Error::InvalidModel(format!(
+                "tape entry for stage {index}, which has no parameters"
+            ))),
+        }
+    }
+
+    /// Forward with taps, per-example cross-entropy, one backward, then per-layer norms,
+    /// clip factors and clipped sums. **Fails closed**: every var must receive exactly
+    /// one clipped sum of its own shape, or the call errors.
+    pub fn private_gradients(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+        rule: ClipRule,
+    ) -> Result<AutogradGradients> {
+        let mut tape = Tape::default();
+        let logits = self.run(x, Some(&mut tape))?;
+        let (losses, grads) = per_example_backward(&logits, labels)?;
+        let mut norms: Option<Tensor> = None;
+        let mut grad_outs = Vec::new();
+        for entry in &tape.entries {
+            let g = grads.get(entry.probe.as_tensor()).cloned().ok_or_else(|| {
+                Error::InvalidModel(format!(
+                    "stage {} received no gradient: it is not on the loss's path",
+                    entry.layer
+                ))
+            })?;
+            let sq = self.layer(entry.layer)?.squared_norms(entry, &g)?;
+            norms = Some(match norms {
+                None => sq,
+                Some(n) => (n + sq)?,
+            });
+            grad_outs.push(g);
+        }
+        let norms =
+            norms.ok_or_else(|| Error::InvalidModel("the model has no parametric layer".into()))?;
+        let sq: Vec<f32> = norms.to_vec1()?;
+        let factors: Vec<f32> = sq
+            .iter()
+            .map(|&s| {
+                if s.is_finite() {
+                    clip_factor(rule, s)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let factors = Tensor::from_vec(factors, sq.len(), x.device())?;
+        let mut clipped_sums = Vec::new();
+        for (entry, g) in tape.entries.iter().zip(&grad_outs) {
+            let g = zero_nonfinite_rows(g, &sq)?;
+            clipped_sums.extend(self.layer(entry.layer)?.clipped_sum(entry, &g, &factors)?);
+        }
+        let vars = self.vars();
+        if clipped_sums.len() != vars.len() {
+            return Err(Error::InvalidModel(format!(
+                "refusing to step: {} of {} parameters have a clipped gradient",
+                clipped_sums.len(),
+                vars.len()
+            )));
+        }
+        for (i, (sum, var)) in clipped_sums.iter().zip(&vars).enumerate() {
+            if sum.shape() != var.as_tensor().shape() {
+                return Err(Error::InvalidModel(format!(
+                    "refusing to step: parameter {i} has shape {:?} but its clipped gradient {:?}",
+                    var.as_tensor().shape(),
+                    sum.shape()
+                )));
+            }
+        }
+        Ok(AutogradGradients {
+            clipped_sums,
+            squared_norms: sq,
+            losses,
+        })
+    }
+
+    /// Materialised per-sample gradients, one (B, …) tensor per var (tests).
+    pub fn per_sample_gradients(&self, x: &Tensor, labels: &[u32]) -> Result<Vec<Tensor>> {
+        let mut tape = Tape::default();
+        let logits = self.run(x, Some(&mut tape))?;
+        let (_, grads) = per_example_backward(&logits, labels)?;
+        let mut out = Vec::new();
+        for entry in &tape.entries {
+            let g = grads
+                .get(entry.probe.as_tensor())
+                .cloned()
+                .ok_or_else(|| Error::InvalidModel("probe without gradient".into()))?;
+            out.extend(self.layer(entry.layer)?.per_sample_grads(entry, &g)?);
+        }
+        Ok(out)
+    }
+}
+
+fn clip_factor(rule: ClipRule, squared_norm: f32) -> f32 {
+    let norm = squared_norm.sqrt();
+    match rule {
+        ClipRule::None => 1.0,
+        ClipRule::Flat { max_norm } => (max_norm / (norm + 1e-6)).min(1.0),
+        ClipRule::Automatic { gamma } => 1.0 / (norm + gamma),
+    }
+}
+
+/// Zeroes the rows (examples) whose squared norm is not finite, so that NaN·0 cannot
+/// spread into the sums.
+fn zero_nonfinite_rows(g: &Tensor, squared_norms: &[f32]) -> Result<Tensor> {
+    if squared_norms.iter().all(|s| s.is_finite()) {
+        return Ok(g.clone());
+    }
+    let keep: Vec<f32> = squared_norms
+        .iter()
+        .map(|s| if s.is_finite() { 1.0 } else { 0.0 })
+        .collect();
+    let mut shape = vec![1usize; g.rank()];
+    shape[0] = keep.len();
+    let mask = Tensor::from_vec(keep, shape, g.device())?;
+    Ok(g.where_cond(&mask.broadcast_as(g.shape())?.ne(0.0)?, &g.zeros_like()?)?)
+}
+
+/// Per-example cross-entropy and the gradients of their sum.
+fn per_example_backward(
+    logits: &Tensor,
+    labels: &[u32],
+) -> Result<(Vec<f32>, candle_core::backprop::GradStore)> {
+    let device: &Device = logits.device();
+    let y = Tensor::from_slice(labels, labels.len(), device)?;
+    let log_probs = candle_nn::ops::log_softmax(logits, D::Minus1)?;
+    let losses = log_probs.gather(&y.unsqueeze(1)?, 1)?.squeeze(1)?.neg()?;
+    let grads = losses.sum_all()?.backward()?;
+    Ok((losses.to_vec1()?, grads))
+}
