@@ -79,8 +79,8 @@ fn embedding_and_sequence_linear_match_a_per_example_loop() -> Result<(), Box<dy
     )?;
     let labels = [4u32, 0, 9];
     let psg = model.per_sample_gradients(&ids, &labels)?;
-    for i in 0..3 {
-        let want = per_example(&model, &ids.narrow(0, i, 1)?, labels[i]);
+    for (i, &label) in labels.iter().enumerate() {
+        let want = per_example(&model, &ids.narrow(0, i, 1)?, label);
         for (v, w) in want.iter().enumerate() {
             let got = psg[v].get(i)?;
             assert!(
