@@ -49,6 +49,11 @@ pub trait DpLayer: Send + Sync {
     ) -> Result<Vec<Tensor>>;
     /// Materialised per-sample gradients, one (B, …) tensor per var (tests, audits).
     fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>>;
+    /// Whether the layer reads integer token ids (datasets store them as floats; the model
+    /// converts).
+    fn takes_token_ids(&self) -> bool {
+        false
+    }
 }
 
 fn probe_for(z: &Tensor) -> Result<Var> {
@@ -199,6 +204,10 @@ impl DpLayer for DpEmbedding {
         vec![self.weight.clone()]
     }
 
+    fn takes_token_ids(&self) -> bool {
+        true
+    }
+
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
         // ‖Σₜ gₜ e_{idₜ}‖² = Σ_{t,t'} [idₜ = id_t'] gₜ·g_t' (ghost norm with one-hot inputs).
         let ids = entry.input.to_dtype(DType::F32)?;
@@ -286,7 +295,12 @@ impl AutogradModel {
     }
 
     fn run(&self, x: &Tensor, mut tape: Option<&mut Tape>) -> Result<Tensor> {
-        let mut a = x.clone();
+        let reads_ids = matches!(self.stages.first(), Some(Stage::Layer(l)) if l.takes_token_ids());
+        let mut a = if reads_ids && x.dtype() != DType::U32 {
+            x.to_dtype(DType::U32)?
+        } else {
+            x.clone()
+        };
         for (i, stage) in self.stages.iter().enumerate() {
             a = match stage {
                 Stage::Layer(layer) => layer.forward(&a, tape.as_deref_mut().map(|t| (t, i)))?,

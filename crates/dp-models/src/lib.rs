@@ -18,5 +18,7 @@ mod error;
 pub mod fused;
 pub mod loss;
 pub mod models;
+mod private_model;
 
 pub use error::{Error, Result};
+pub use private_model::{ClippedGradient, PrivateModel};

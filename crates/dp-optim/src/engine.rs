@@ -6,7 +6,8 @@ use dp_accounting::{calibrate_steps, Accountant, AccountantKind, Ledger, OrderGr
 use dp_mechanisms::{NoiseSource, NoiseState};
 use dp_models::data::Dataset;
 use dp_models::fused::{ClipRule, FusedModel};
-use dp_models::loss::{argmax_rows, cross_entropy};
+use dp_models::loss::argmax_rows;
+use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -125,8 +126,8 @@ pub struct Checkpoint {
 /// both before touching θ. Non-finite per-sample gradients get clip factor 0 and are
 /// counted. The budget is enforced *before* a step: the largest number of steps whose ε
 /// fits is computed once with the configured accountant.
-pub struct PrivacyEngine {
-    model: FusedModel,
+pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
+    model: M,
     config: TrainConfig,
     dataset_size: usize,
     accountant: Option<Box<dyn Accountant + Send>>,
@@ -141,10 +142,10 @@ pub struct PrivacyEngine {
     physical_batch_size: Option<usize>,
 }
 
-impl PrivacyEngine {
+impl<M: PrivateModel> PrivacyEngine<M> {
     /// An engine for `model` on a training set of `dataset_size` records.
     pub fn new(
-        model: FusedModel,
+        model: M,
         config: TrainConfig,
         dataset_size: usize,
         noise: NoiseSource,
@@ -188,8 +189,8 @@ impl PrivacyEngine {
             }
         };
         let moments = match config.optimizer {
-            Optimizer::Sgd { .. } => vec![vec![0.0; model.spec().num_params()]],
-            Optimizer::Adam { .. } => vec![vec![0.0; model.spec().num_params()]; 2],
+            Optimizer::Sgd { .. } => vec![vec![0.0; model.num_params()]],
+            Optimizer::Adam { .. } => vec![vec![0.0; model.num_params()]; 2],
         };
         Ok(PrivacyEngine {
             model,
@@ -222,7 +223,7 @@ impl PrivacyEngine {
     }
 
     /// The model.
-    pub fn model(&self) -> &FusedModel {
+    pub fn model(&self) -> &M {
         &self.model
     }
 
@@ -278,7 +279,7 @@ impl PrivacyEngine {
             }
         }
         let n = self.dataset_size;
-        let p_count = self.model.spec().num_params();
+        let p_count = self.model.num_params();
         self.config
             .sampler
             .draw(n, &mut self.noise, &mut self.batch);
@@ -302,20 +303,19 @@ impl PrivacyEngine {
             }
             let m = slice.len();
             let x = Tensor::from_slice(&self.features, (m, size), &Device::Cpu)?;
-            let logits: Vec<f32> = self.model.forward(&x)?.flatten_all()?.to_vec1()?;
-            let (losses, dlogits) = cross_entropy(&logits, &self.labels, data.classes);
-            let dlogits = Tensor::from_vec(dlogits, (m, data.classes), &Device::Cpu)?;
-            let (sum, norms) = self.model.backward(&dlogits, rule)?;
+            let clipped = self
+                .model
+                .clipped_gradient(&x, &self.labels, data.classes, rule)?;
             gradient
                 .iter_mut()
-                .zip(sum.to_vec1::<f32>()?)
+                .zip(&clipped.sum)
                 .for_each(|(g, s)| *g += s);
-            nonfinite += norms
-                .to_vec1::<f32>()?
+            nonfinite += clipped
+                .squared_norms
                 .iter()
                 .filter(|v| !v.is_finite())
                 .count();
-            loss_sum += losses.iter().map(|&l| f64::from(l)).sum::<f64>();
+            loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
         }
         let mean_loss = if b == 0 {
             f64::NAN
@@ -359,7 +359,7 @@ impl PrivacyEngine {
     }
 
     fn apply_update(&mut self, gradient: &[f32]) -> Result<()> {
-        let mut theta = self.model.theta_values()?;
+        let mut theta = self.model.parameters()?;
         match self.config.optimizer {
             Optimizer::Sgd { lr, momentum } => {
                 let v = &mut self.moments[0];
@@ -391,8 +391,7 @@ impl PrivacyEngine {
                 }
             }
         }
-        let tensor = Tensor::from_vec(theta, self.model.spec().num_params(), &Device::Cpu)?;
-        self.model.theta().set(&tensor)?;
+        self.model.set_parameters(&theta)?;
         Ok(())
     }
 
@@ -404,7 +403,7 @@ impl PrivacyEngine {
     /// The state to write to a checkpoint.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
         Ok(Checkpoint {
-            theta: self.model.theta_values()?,
+            theta: self.model.parameters()?,
             moments: self.moments.clone(),
             steps: self.steps,
             ledger: self.ledger().cloned(),
@@ -416,12 +415,7 @@ impl PrivacyEngine {
     /// Resumes from a checkpoint (same config and model architecture): the ledger is
     /// replayed, so the budget already spent is kept.
     pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
-        let tensor = Tensor::from_vec(
-            checkpoint.theta.clone(),
-            self.model.spec().num_params(),
-            &Device::Cpu,
-        )?;
-        self.model.theta().set(&tensor)?;
+        self.model.set_parameters(&checkpoint.theta)?;
         self.moments = checkpoint.moments.clone();
         self.steps = checkpoint.steps;
         self.nonfinite = checkpoint.nonfinite_gradients;
@@ -452,9 +446,11 @@ impl PrivacyEngine {
         }
         std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
     }
+}
 
-    /// Reads a checkpoint written by [`save_checkpoint`](Self::save_checkpoint).
-    pub fn load_checkpoint(path: &std::path::Path) -> Result<Checkpoint> {
+impl Checkpoint {
+    /// Reads a checkpoint written by [`PrivacyEngine::save_checkpoint`].
+    pub fn load(path: &std::path::Path) -> Result<Self> {
         let fail = |reason: String| Error::Checkpoint {
             path: path.display().to_string(),
             reason,
@@ -465,7 +461,7 @@ impl PrivacyEngine {
 }
 
 /// Accuracy of `model` on `data`, in batches of 1000.
-pub fn accuracy(model: &FusedModel, data: &Dataset) -> Result<f64> {
+pub fn accuracy<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
     let size = data.example_size();
     let mut correct = 0usize;
     for (xs, ys) in data
@@ -474,7 +470,7 @@ pub fn accuracy(model: &FusedModel, data: &Dataset) -> Result<f64> {
         .zip(data.labels.chunks(1000))
     {
         let x = Tensor::from_slice(xs, (ys.len(), size), &Device::Cpu)?;
-        let logits: Vec<f32> = model.forward(&x)?.flatten_all()?.to_vec1()?;
+        let logits = model.logits(&x)?;
         correct += argmax_rows(&logits, data.classes)
             .iter()
             .zip(ys)

@@ -143,7 +143,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         std::fs::create_dir_all(path.parent().unwrap_or(path))
             .with_context(|| format!("creating {}", path.display()))?;
         if path.is_file() {
-            engine.restore(&PrivacyEngine::load_checkpoint(path)?)?;
+            engine.restore(&dp_optim::Checkpoint::load(path)?)?;
             eprintln!("resumed from {} at step {}", path.display(), engine.steps());
         }
     }

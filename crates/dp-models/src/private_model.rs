@@ -1,0 +1,136 @@
+//! What a training engine needs from a model, whichever tier computes it.
+
+use candle_core::{Device, Tensor};
+
+use crate::autograd::AutogradModel;
+use crate::error::{Error, Result};
+use crate::fused::{ClipRule, FusedModel};
+use crate::loss::cross_entropy;
+
+/// The clipped gradient of one batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClippedGradient {
+    /// `Σᵢ cᵢ∇ℓᵢ`, flat, in the model's parameter order.
+    pub sum: Vec<f32>,
+    /// `‖∇ℓᵢ‖²` per example (NaN where not finite; such examples got `cᵢ = 0`).
+    pub squared_norms: Vec<f32>,
+    /// Per-example cross-entropy.
+    pub losses: Vec<f32>,
+}
+
+/// A model a DP engine can train: flat parameters and a clipped per-example gradient.
+pub trait PrivateModel {
+    /// The number of parameters.
+    fn num_params(&self) -> usize;
+    /// The parameters, flat.
+    fn parameters(&self) -> Result<Vec<f32>>;
+    /// Replaces the parameters.
+    fn set_parameters(&self, theta: &[f32]) -> Result<()>;
+    /// Logits (B × classes), flat.
+    fn logits(&self, x: &Tensor) -> Result<Vec<f32>>;
+    /// Cross-entropy per example, its per-example gradients clipped by `rule`, summed.
+    fn clipped_gradient(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+        classes: usize,
+        rule: ClipRule,
+    ) -> Result<ClippedGradient>;
+}
+
+impl PrivateModel for FusedModel {
+    fn num_params(&self) -> usize {
+        self.spec().num_params()
+    }
+
+    fn parameters(&self) -> Result<Vec<f32>> {
+        self.theta_values()
+    }
+
+    fn set_parameters(&self, theta: &[f32]) -> Result<()> {
+        self.theta()
+            .set(&Tensor::from_slice(theta, theta.len(), &Device::Cpu)?)?;
+        Ok(())
+    }
+
+    fn logits(&self, x: &Tensor) -> Result<Vec<f32>> {
+        Ok(self.forward(x)?.flatten_all()?.to_vec1()?)
+    }
+
+    fn clipped_gradient(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+        classes: usize,
+        rule: ClipRule,
+    ) -> Result<ClippedGradient> {
+        let logits = self.logits(x)?;
+        let (losses, dlogits) = cross_entropy(&logits, labels, classes);
+        let dlogits = Tensor::from_vec(dlogits, (labels.len(), classes), &Device::Cpu)?;
+        let (sum, norms) = self.backward(&dlogits, rule)?;
+        Ok(ClippedGradient {
+            sum: sum.to_vec1()?,
+            squared_norms: norms.to_vec1()?,
+            losses,
+        })
+    }
+}
+
+impl PrivateModel for AutogradModel {
+    fn num_params(&self) -> usize {
+        self.vars().iter().map(|v| v.as_tensor().elem_count()).sum()
+    }
+
+    fn parameters(&self) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(self.num_params());
+        for v in self.vars() {
+            out.extend(v.as_tensor().flatten_all()?.to_vec1::<f32>()?);
+        }
+        Ok(out)
+    }
+
+    fn set_parameters(&self, theta: &[f32]) -> Result<()> {
+        if theta.len() != self.num_params() {
+            return Err(Error::InvalidModel(format!(
+                "{} values for {} parameters",
+                theta.len(),
+                self.num_params()
+            )));
+        }
+        let mut offset = 0;
+        for v in self.vars() {
+            let n = v.as_tensor().elem_count();
+            let t = Tensor::from_slice(
+                &theta[offset..offset + n],
+                v.as_tensor().shape(),
+                v.as_tensor().device(),
+            )?;
+            v.set(&t)?;
+            offset += n;
+        }
+        Ok(())
+    }
+
+    fn logits(&self, x: &Tensor) -> Result<Vec<f32>> {
+        Ok(self.forward(x)?.flatten_all()?.to_vec1()?)
+    }
+
+    fn clipped_gradient(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+        _classes: usize,
+        rule: ClipRule,
+    ) -> Result<ClippedGradient> {
+        let out = self.private_gradients(x, labels, rule)?;
+        let mut sum = Vec::with_capacity(self.num_params());
+        for t in &out.clipped_sums {
+            sum.extend(t.flatten_all()?.to_vec1::<f32>()?);
+        }
+        Ok(ClippedGradient {
+            sum,
+            squared_norms: out.squared_norms,
+            losses: out.losses,
+        })
+    }
+}
