@@ -338,7 +338,8 @@ impl AutogradModel {
         let mut tape = Tape::default();
         let logits = self.run(x, Some(&mut tape))?;
         let (losses, grads) = per_example_backward(&logits, labels)?;
-        let mut norms: Option<Tensor> = None;
+        // Per-layer squared norms (B,) of every tap, then the per-example total.
+        let mut layer_norms = Vec::new();
         let mut grad_outs = Vec::new();
         for entry in &tape.entries {
             let g = grads.get(entry.probe.as_tensor()).cloned().ok_or_else(|| {
@@ -347,29 +348,33 @@ impl AutogradModel {
                     entry.layer
                 ))
             })?;
-            let sq = self.layer(entry.layer)?.squared_norms(entry, &g)?;
-            norms = Some(match norms {
-                None => sq,
-                Some(n) => (n + sq)?,
-            });
+            layer_norms.push(
+                self.layer(entry.layer)?
+                    .squared_norms(entry, &g)?
+                    .to_vec1::<f32>()?,
+            );
             grad_outs.push(g);
         }
-        let norms =
-            norms.ok_or_else(|| Error::InvalidModel("the model has no parametric layer".into()))?;
-        let sq: Vec<f32> = norms.to_vec1()?;
-        let factors: Vec<f32> = sq
-            .iter()
-            .map(|&s| {
-                if s.is_finite() {
-                    clip_factor(rule, s)
-                } else {
-                    0.0
-                }
-            })
+        if layer_norms.is_empty() {
+            return Err(Error::InvalidModel(
+                "the model has no parametric layer".into(),
+            ));
+        }
+        let batch = layer_norms[0].len();
+        let sq: Vec<f32> = (0..batch)
+            .map(|i| layer_norms.iter().map(|l| l[i]).sum())
             .collect();
-        let factors = Tensor::from_vec(factors, sq.len(), x.device())?;
+        let layers = layer_norms.len();
         let mut clipped_sums = Vec::new();
-        for (entry, g) in tape.entries.iter().zip(&grad_outs) {
+        for ((entry, g), norms) in tape.entries.iter().zip(&grad_outs).zip(&layer_norms) {
+            let factors: Vec<f32> = (0..batch)
+                .map(|i| match (sq[i].is_finite(), rule) {
+                    (false, _) => 0.0,
+                    (true, ClipRule::PerLayer { .. }) => rule.factor(norms[i], layers),
+                    (true, _) => rule.factor(sq[i], 1),
+                })
+                .collect();
+            let factors = Tensor::from_vec(factors, batch, x.device())?;
             let g = zero_nonfinite_rows(g, &sq)?;
             clipped_sums.extend(self.layer(entry.layer)?.clipped_sum(entry, &g, &factors)?);
         }
@@ -411,15 +416,6 @@ impl AutogradModel {
             out.extend(self.layer(entry.layer)?.per_sample_grads(entry, &g)?);
         }
         Ok(out)
-    }
-}
-
-fn clip_factor(rule: ClipRule, squared_norm: f32) -> f32 {
-    let norm = squared_norm.sqrt();
-    match rule {
-        ClipRule::None => 1.0,
-        ClipRule::Flat { max_norm } => (max_norm / (norm + 1e-6)).min(1.0),
-        ClipRule::Automatic { gamma } => 1.0 / (norm + gamma),
     }
 }
 

@@ -143,26 +143,58 @@ fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
     let mut noise = NoiseSource::seeded(3);
     let x = random(&mut noise, &[9, 6], 1.0);
     let labels: Vec<u32> = (0..9).map(|i| i % 10).collect();
-    let rule = ClipRule::Flat { max_norm: 0.2 };
-    let auto = model.private_gradients(&x, &labels, rule)?;
-    let logits: Vec<f32> = fused.forward(&x)?.flatten_all()?.to_vec1()?;
-    let (_, d) = cross_entropy(&logits, &labels, 10);
-    let (sum, norms) = fused.backward(&Tensor::from_vec(d, (9, 10), &Device::Cpu)?, rule)?;
-    let norms: Vec<f32> = norms.to_vec1()?;
-    for (a, f) in auto.squared_norms.iter().zip(&norms) {
-        assert!((a - f).abs() <= 1e-5 * f, "{a} vs {f}");
-    }
-    // Fused θ is internal layout: compare through the PyTorch layout.
-    let fused_sum = dp_models::fused::to_torch(fused.spec(), &sum.to_vec1()?);
-    for (i, layer) in fused_sum.iter().enumerate() {
-        let w = Tensor::from_vec(
-            layer.weight.clone(),
-            layer.weight_shape.as_slice(),
-            &Device::Cpu,
-        )?;
-        let b = Tensor::from_vec(layer.bias.clone(), layer.bias.len(), &Device::Cpu)?;
-        assert!(relative_error(&auto.clipped_sums[2 * i], &w) < 1e-5);
-        assert!(relative_error(&auto.clipped_sums[2 * i + 1], &b) < 1e-5);
+    for rule in [
+        ClipRule::Flat { max_norm: 0.2 },
+        ClipRule::PerLayer { max_norm: 0.2 },
+        ClipRule::Automatic { gamma: 0.01 },
+    ] {
+        let auto = model.private_gradients(&x, &labels, rule)?;
+        let logits: Vec<f32> = fused.forward(&x)?.flatten_all()?.to_vec1()?;
+        let (_, d) = cross_entropy(&logits, &labels, 10);
+        let (sum, norms) = fused.backward(&Tensor::from_vec(d, (9, 10), &Device::Cpu)?, rule)?;
+        let norms: Vec<f32> = norms.to_vec1()?;
+        for (a, f) in auto.squared_norms.iter().zip(&norms) {
+            assert!((a - f).abs() <= 1e-5 * f, "{rule:?}: {a} vs {f}");
+        }
+        // Fused θ is internal layout: compare through the PyTorch layout.
+        let fused_sum = dp_models::fused::to_torch(fused.spec(), &sum.to_vec1()?);
+        for (i, layer) in fused_sum.iter().enumerate() {
+            let w = Tensor::from_vec(
+                layer.weight.clone(),
+                layer.weight_shape.as_slice(),
+                &Device::Cpu,
+            )?;
+            let b = Tensor::from_vec(layer.bias.clone(), layer.bias.len(), &Device::Cpu)?;
+            assert!(
+                relative_error(&auto.clipped_sums[2 * i], &w) < 1e-5,
+                "{rule:?}"
+            );
+            assert!(
+                relative_error(&auto.clipped_sums[2 * i + 1], &b) < 1e-5,
+                "{rule:?}"
+            );
+        }
+        // Per-layer clipping bounds each layer of a single example's clipped gradient by
+        // C/√L, hence the total by C.
+        if let ClipRule::PerLayer { max_norm } = rule {
+            let one = model.private_gradients(&x.narrow(0, 0, 1)?, &labels[..1], rule)?;
+            for layer in 0..2 {
+                let sq: f32 = one.clipped_sums[2 * layer..2 * layer + 2]
+                    .iter()
+                    .map(|t| {
+                        t.sqr()
+                            .and_then(|t| t.sum_all())
+                            .and_then(|t| t.to_scalar::<f32>())
+                            .expect("sq")
+                    })
+                    .sum();
+                assert!(
+                    sq.sqrt() <= max_norm / 2f32.sqrt() * 1.0001,
+                    "layer {layer}: {}",
+                    sq.sqrt()
+                );
+            }
+        }
     }
     Ok(())
 }

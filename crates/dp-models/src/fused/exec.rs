@@ -25,15 +25,27 @@ pub enum ClipRule {
         /// γ (the paper uses 0.01).
         gamma: f32,
     },
+    /// Per-layer clipping with an equal split: each of the L parametric layers' gradient
+    /// is clipped to C/√L, so the whole per-sample gradient still has norm ≤ C
+    /// (sensitivity C, as with flat clipping).
+    PerLayer {
+        /// The total clipping norm C.
+        max_norm: f32,
+    },
 }
 
 impl ClipRule {
-    fn factor(self, squared_norm: f32) -> f32 {
+    /// The clip factor for a gradient (or, for `PerLayer`, one layer's gradient among
+    /// `layers`) of squared norm `squared_norm`.
+    pub fn factor(self, squared_norm: f32, layers: usize) -> f32 {
         let norm = squared_norm.sqrt();
         match self {
             ClipRule::None => 1.0,
             ClipRule::Flat { max_norm } => (max_norm / (norm + 1e-6)).min(1.0),
             ClipRule::Automatic { gamma } => 1.0 / (norm + gamma),
+            ClipRule::PerLayer { max_norm } => {
+                (max_norm / (layers.max(1) as f32).sqrt() / (norm + 1e-6)).min(1.0)
+            }
         }
     }
 }
@@ -353,12 +365,36 @@ pub fn backward(
                     spec, theta, dlogits, i, input, outputs, argmax, scratch, private,
                 );
                 if private {
-                    let factor = if sq.is_finite() { rule.factor(sq) } else { 0.0 };
                     let Scratch { psg, acc, .. } = scratch;
-                    if factor != 0.0 {
-                        acc.iter_mut()
-                            .zip(psg.iter())
-                            .for_each(|(a, g)| *a += factor * g);
+                    if let ClipRule::PerLayer { .. } = rule {
+                        let layers = spec.layers.iter().filter(|l| l.params.1 > 0).count();
+                        for layer in spec.layers.iter().filter(|l| l.params.1 > 0) {
+                            let (offset, count) = layer.params;
+                            let region = &psg[offset..offset + count];
+                            let layer_sq = sum_of_squares(region);
+                            let factor = if sq.is_finite() {
+                                rule.factor(layer_sq, layers)
+                            } else {
+                                0.0
+                            };
+                            if factor != 0.0 {
+                                acc[offset..offset + count]
+                                    .iter_mut()
+                                    .zip(region)
+                                    .for_each(|(a, g)| *a += factor * g);
+                            }
+                        }
+                    } else {
+                        let factor = if sq.is_finite() {
+                            rule.factor(sq, 1)
+                        } else {
+                            0.0
+                        };
+                        if factor != 0.0 {
+                            acc.iter_mut()
+                                .zip(psg.iter())
+                                .for_each(|(a, g)| *a += factor * g);
+                        }
                     }
                 }
                 *norm = if sq.is_finite() { sq } else { f32::NAN };
