@@ -221,46 +221,56 @@ fn peak_rss_mib() -> Option<f64> {
 }
 
 /// One full step (forward, loss, backward with or without clipping, noise, SGD update)
-/// on random data, as the engine does it.
+/// on random data, as the engine does it, on either tier.
 fn dp_sgd(model: &str, batch: usize, steps: usize, tier: &str, json: bool) -> Result<()> {
-    use candle_core::{Device, Tensor};
     use dp_mechanisms::NoiseSource;
-    use dp_models::fused::{ClipRule, FusedModel};
-    use dp_models::loss::cross_entropy;
-    use dp_models::models::{mnist_cnn, Activation};
+    use dp_models::fused::FusedModel;
+    use dp_models::models::{mnist_cnn, mnist_cnn_autograd, Activation};
     anyhow::ensure!(model == "mnist-cnn", "only --model mnist-cnn is available");
-    anyhow::ensure!(
-        tier == "fused",
-        "only --tier fused is available (the autograd tier is not built yet)"
-    );
     anyhow::ensure!(batch > 0, "--batch-size must be > 0");
     let mut noise = NoiseSource::seeded(0);
-    let net = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    match tier {
+        "fused" => time_steps(&fused, model, batch, steps, tier, json, &mut noise),
+        "autograd" => {
+            let auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
+            time_steps(&auto, model, batch, steps, tier, json, &mut noise)
+        }
+        other => anyhow::bail!("--tier must be fused or autograd, not {other}"),
+    }
+}
+
+fn time_steps<M: dp_models::PrivateModel>(
+    net: &M,
+    model: &str,
+    batch: usize,
+    steps: usize,
+    tier: &str,
+    json: bool,
+    noise: &mut dp_mechanisms::NoiseSource,
+) -> Result<()> {
+    use candle_core::{Device, Tensor};
+    use dp_models::fused::ClipRule;
     let x: Vec<f32> = (0..batch * 784).map(|_| noise.uniform() as f32).collect();
     let y: Vec<u32> = (0..batch).map(|i| (i % 10) as u32).collect();
     let x = Tensor::from_vec(x, (batch, 784), &Device::Cpu)?;
-    let p = net.spec().num_params();
     let mut step = |private: bool| -> Result<f64> {
         let start = Instant::now();
-        let logits: Vec<f32> = net.forward(&x)?.flatten_all()?.to_vec1()?;
-        let (_, d) = cross_entropy(&logits, &y, 10);
         let rule = if private {
             ClipRule::Flat { max_norm: 1.0 }
         } else {
             ClipRule::None
         };
-        let (sum, _) = net.backward(&Tensor::from_vec(d, (batch, 10), &Device::Cpu)?, rule)?;
-        let mut g: Vec<f32> = sum.to_vec1()?;
+        let mut g = net.clipped_gradient(&x, &y, 10, rule)?.sum;
         if private {
             noise.add_gaussian_f32(&mut g, 1.0);
         }
-        let mut theta = net.theta_values()?;
+        let mut theta = net.parameters()?;
         theta
             .iter_mut()
             .zip(&g)
             .for_each(|(t, g)| *t -= 0.01 * g / batch as f32);
-        net.theta()
-            .set(&Tensor::from_vec(theta, p, &Device::Cpu)?)?;
+        net.set_parameters(&theta)?;
         Ok(start.elapsed().as_secs_f64())
     };
     for _ in 0..3 {
@@ -279,7 +289,7 @@ fn dp_sgd(model: &str, batch: usize, steps: usize, tier: &str, json: bool) -> Re
     let (tp, tn) = (median(&mut private), median(&mut plain));
     let (sp, sn) = (batch as f64 / tp, batch as f64 / tn);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("dp-sgd benchmark: {model}, fused tier, batch {batch}, {steps} interleaved steps each, {threads} threads");
+    println!("dp-sgd benchmark: {model}, {tier} tier, batch {batch}, {steps} interleaved steps each, {threads} threads");
     println!(
         "private     {:>8.2} ms/step  {:>9.0} samples/s",
         tp * 1e3,

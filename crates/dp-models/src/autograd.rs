@@ -249,6 +249,137 @@ impl DpLayer for DpEmbedding {
     }
 }
 
+/// 2-D convolution with bias on NCHW input (B, Cin, H, W), square kernel.
+///
+/// Forward uses Candle's `conv2d` with the weight as a constant (so only the input
+/// gradient is computed); per-sample gradients are `Gᵢ·Uᵢ` with `Uᵢ` the im2col matrix of
+/// the (detached) input, built on the CPU.
+pub struct DpConv2d {
+    weight: Var,
+    bias: Var,
+    stride: usize,
+    padding: usize,
+}
+
+impl DpConv2d {
+    /// From a weight (Cout, Cin, k, k), a bias (Cout), stride and padding.
+    pub fn new(weight: Tensor, bias: Tensor, stride: usize, padding: usize) -> Result<Self> {
+        let (cout, _, kh, kw) = weight.dims4()?;
+        if kh != kw || bias.dims1()? != cout || stride == 0 {
+            return Err(Error::InvalidModel(
+                "conv weight must be (Cout, Cin, k, k) with a (Cout) bias and stride >= 1".into(),
+            ));
+        }
+        Ok(DpConv2d {
+            weight: Var::from_tensor(&weight)?,
+            bias: Var::from_tensor(&bias)?,
+            stride,
+            padding,
+        })
+    }
+
+    /// im2col of the input: (B, L, Cin·k·k), columns in PyTorch's (cin, ky, kx) order.
+    fn unfold(&self, input: &Tensor) -> Result<Tensor> {
+        let (b, cin, h, w) = input.dims4()?;
+        let (_, _, k, _) = self.weight.as_tensor().dims4()?;
+        let (s, p) = (self.stride, self.padding);
+        let (oh, ow) = ((h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1);
+        let x: Vec<f32> = input.to_device(&Device::Cpu)?.flatten_all()?.to_vec1()?;
+        let cols = cin * k * k;
+        let mut u = vec![0.0f32; b * oh * ow * cols];
+        for i in 0..b {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let row = &mut u[((i * oh + oy) * ow + ox) * cols..][..cols];
+                    for c in 0..cin {
+                        for ky in 0..k {
+                            for kx in 0..k {
+                                let (iy, ix) = (
+                                    (oy * s + ky) as isize - p as isize,
+                                    (ox * s + kx) as isize - p as isize,
+                                );
+                                if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w {
+                                    row[(c * k + ky) * k + kx] =
+                                        x[((i * cin + c) * h + iy as usize) * w + ix as usize];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Tensor::from_vec(u, (b, oh * ow, cols), input.device())?)
+    }
+
+    /// The probe gradient as (B, Cout, L).
+    fn grad_rows(grad_out: &Tensor) -> Result<Tensor> {
+        let (b, cout, oh, ow) = grad_out.dims4()?;
+        Ok(grad_out.reshape((b, cout, oh * ow))?)
+    }
+}
+
+impl DpLayer for DpConv2d {
+    fn forward(&self, x: &Tensor, tape: Option<(&mut Tape, usize)>) -> Result<Tensor> {
+        let conv = |w: &Tensor, b: &Tensor| -> Result<Tensor> {
+            let z = x.conv2d(w, self.padding, self.stride, 1, 1)?;
+            Ok(z.broadcast_add(&b.reshape((1, (), 1, 1))?)?)
+        };
+        match tape {
+            None => conv(self.weight.as_tensor(), self.bias.as_tensor()),
+            Some((tape, layer)) => {
+                let z = conv(
+                    &self.weight.as_tensor().detach(),
+                    &self.bias.as_tensor().detach(),
+                )?;
+                let probe = probe_for(&z)?;
+                let z = (z + probe.as_tensor())?;
+                tape.entries.push(TapeEntry {
+                    layer,
+                    input: x.detach(),
+                    probe,
+                });
+                Ok(z)
+            }
+        }
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        vec![self.weight.clone(), self.bias.clone()]
+    }
+
+    fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
+        let psg = self.per_sample_grads(entry, grad_out)?;
+        Ok((psg[0].sqr()?.flatten_from(1)?.sum(1)? + psg[1].sqr()?.sum(1)?)?)
+    }
+
+    fn clipped_sum(
+        &self,
+        entry: &TapeEntry,
+        grad_out: &Tensor,
+        factors: &Tensor,
+    ) -> Result<Vec<Tensor>> {
+        let g = Self::grad_rows(grad_out)?;
+        let (b, cout, l) = g.dims3()?;
+        let gc = g.broadcast_mul(&factors.reshape((b, 1, 1))?)?;
+        let u = self.unfold(&entry.input)?;
+        // (Cout, B·L) · (B·L, K): one matmul, no per-sample tensors.
+        let lhs = gc.transpose(0, 1)?.contiguous()?.reshape((cout, b * l))?;
+        let weight = lhs
+            .matmul(&u.reshape((b * l, ()))?)?
+            .reshape(self.weight.as_tensor().shape())?;
+        Ok(vec![weight, gc.sum(2)?.sum(0)?])
+    }
+
+    fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+        let g = Self::grad_rows(grad_out)?;
+        let u = self.unfold(&entry.input)?;
+        let (b, _, _) = g.dims3()?;
+        let mut shape = vec![b];
+        shape.extend_from_slice(self.weight.as_tensor().dims());
+        Ok(vec![g.contiguous()?.matmul(&u)?.reshape(shape)?, g.sum(2)?])
+    }
+}
+
 /// One stage of an [`AutogradModel`].
 pub enum Stage {
     /// A parametric layer.
@@ -259,6 +390,58 @@ pub enum Stage {
     Relu,
     /// Mean over the sequence dimension: (B, T, D) → (B, D).
     MeanOverTime,
+    /// Max pooling on NCHW, any stride (through index_select windows, which have an
+    /// exact backward; Candle's own pooling backward does not handle every geometry).
+    MaxPool {
+        /// Window.
+        kernel: usize,
+        /// Stride.
+        stride: usize,
+    },
+    /// (B, C, H, W) → (B, C·H·W), PyTorch's order.
+    Flatten,
+    /// Reshapes flat inputs (B, C·H·W) to images (B, C, H, W).
+    Image {
+        /// Channels.
+        channels: usize,
+        /// Height.
+        height: usize,
+        /// Width.
+        width: usize,
+    },
+}
+
+/// Max pooling by the maximum over k² strided `index_select` views.
+fn max_pool(a: &Tensor, kernel: usize, stride: usize) -> Result<Tensor> {
+    let (_, _, h, w) = a.dims4()?;
+    if h < kernel || w < kernel {
+        return Err(Error::InvalidModel(format!(
+            "pool window {kernel} exceeds the input {h}×{w}"
+        )));
+    }
+    let (oh, ow) = ((h - kernel) / stride + 1, (w - kernel) / stride + 1);
+    let index = |offset: usize, n: usize| {
+        Tensor::from_vec(
+            (0..n)
+                .map(|i| (offset + i * stride) as u32)
+                .collect::<Vec<_>>(),
+            n,
+            a.device(),
+        )
+    };
+    let mut best: Option<Tensor> = None;
+    for ky in 0..kernel {
+        for kx in 0..kernel {
+            let window = a
+                .index_select(&index(ky, oh)?, 2)?
+                .index_select(&index(kx, ow)?, 3)?;
+            best = Some(match best {
+                None => window,
+                Some(b) => b.maximum(&window)?,
+            });
+        }
+    }
+    best.ok_or_else(|| Error::InvalidModel("empty pool window".into()))
 }
 
 /// A sequential model on the autograd tier.
@@ -307,6 +490,13 @@ impl AutogradModel {
                 Stage::Tanh => a.tanh()?,
                 Stage::Relu => a.relu()?,
                 Stage::MeanOverTime => a.mean(1)?,
+                Stage::MaxPool { kernel, stride } => max_pool(&a, *kernel, *stride)?,
+                Stage::Flatten => a.flatten_from(1)?,
+                Stage::Image {
+                    channels,
+                    height,
+                    width,
+                } => a.reshape(((), *channels, *height, *width))?,
             };
         }
         Ok(a)

@@ -1,7 +1,10 @@
 //! Network specifications of the papers' models.
 
-use crate::error::Result;
-use crate::fused::{LayerSpec, NetSpec};
+use candle_core::{Device, Tensor};
+
+use crate::autograd::{AutogradModel, DpConv2d, DpLinear, Stage};
+use crate::error::{Error, Result};
+use crate::fused::{LayerSpec, NetSpec, TorchLayer};
 
 /// The activation of a CNN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,4 +84,52 @@ pub fn mlp(
         out_features: classes,
     });
     NetSpec::new(inputs, 1, 1, &[&[LayerSpec::Flatten][..], &layers].concat())
+}
+
+/// The MNIST CNN of [`mnist_cnn`] on the autograd tier, from PyTorch-layout weights (for
+/// example `FusedModel::to_torch()`, so both tiers can run the same network).
+pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Result<AutogradModel> {
+    if weights.len() != 4 {
+        return Err(Error::InvalidModel(format!(
+            "the MNIST CNN has 4 parametric layers, got {}",
+            weights.len()
+        )));
+    }
+    let tensors = |t: &TorchLayer| -> Result<(Tensor, Tensor)> {
+        Ok((
+            Tensor::from_vec(t.weight.clone(), t.weight_shape.as_slice(), &Device::Cpu)?,
+            Tensor::from_vec(t.bias.clone(), t.bias.len(), &Device::Cpu)?,
+        ))
+    };
+    let act = || match activation {
+        Activation::Tanh => Stage::Tanh,
+        Activation::Relu => Stage::Relu,
+    };
+    let (w0, b0) = tensors(&weights[0])?;
+    let (w1, b1) = tensors(&weights[1])?;
+    let (w2, b2) = tensors(&weights[2])?;
+    let (w3, b3) = tensors(&weights[3])?;
+    Ok(AutogradModel::new(vec![
+        Stage::Image {
+            channels: 1,
+            height: 28,
+            width: 28,
+        },
+        Stage::Layer(Box::new(DpConv2d::new(w0, b0, 2, 2)?)),
+        act(),
+        Stage::MaxPool {
+            kernel: 2,
+            stride: 1,
+        },
+        Stage::Layer(Box::new(DpConv2d::new(w1, b1, 2, 0)?)),
+        act(),
+        Stage::MaxPool {
+            kernel: 2,
+            stride: 1,
+        },
+        Stage::Flatten,
+        Stage::Layer(Box::new(DpLinear::new(w2, b2)?)),
+        act(),
+        Stage::Layer(Box::new(DpLinear::new(w3, b3)?)),
+    ]))
 }

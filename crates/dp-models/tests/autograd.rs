@@ -242,3 +242,47 @@ fn a_parameter_left_out_of_clipping_fails_the_step() -> Result<(), Box<dyn std::
     assert!(err.to_string().contains("refusing to step"), "{err}");
     Ok(())
 }
+
+/// Both tiers on the MNIST CNN (tanh and ReLU), same weights: same per-example norms and
+/// clipped sums.
+#[test]
+fn tiers_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
+    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
+    for activation in [Activation::Tanh, Activation::Relu] {
+        let mut noise = NoiseSource::seeded(31);
+        let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
+        let auto = mnist_cnn_autograd(activation, &fused.to_torch()?)?;
+        let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
+        let labels: Vec<u32> = vec![0, 3, 5, 7, 9, 1];
+        let rule = ClipRule::Flat { max_norm: 0.5 };
+        let a = auto.private_gradients(&x, &labels, rule)?;
+        let logits: Vec<f32> = fused.forward(&x)?.flatten_all()?.to_vec1()?;
+        let (losses, d) = cross_entropy(&logits, &labels, 10);
+        for (l, m) in a.losses.iter().zip(&losses) {
+            assert!((l - m).abs() < 1e-5, "{activation:?}: loss {l} vs {m}");
+        }
+        let (sum, norms) = fused.backward(&Tensor::from_vec(d, (6, 10), &Device::Cpu)?, rule)?;
+        for (x, y) in a.squared_norms.iter().zip(norms.to_vec1::<f32>()?) {
+            assert!((x - y).abs() <= 1e-5 * y, "{activation:?}: norm {x} vs {y}");
+        }
+        let fused_sum = dp_models::fused::to_torch(fused.spec(), &sum.to_vec1()?);
+        for (i, layer) in fused_sum.iter().enumerate() {
+            let w = Tensor::from_vec(
+                layer.weight.clone(),
+                layer.weight_shape.as_slice(),
+                &Device::Cpu,
+            )?;
+            let b = Tensor::from_vec(layer.bias.clone(), layer.bias.len(), &Device::Cpu)?;
+            assert!(
+                relative_error(&a.clipped_sums[2 * i], &w) < 1e-4,
+                "{activation:?} layer {i} weight: {}",
+                relative_error(&a.clipped_sums[2 * i], &w)
+            );
+            assert!(
+                relative_error(&a.clipped_sums[2 * i + 1], &b) < 1e-4,
+                "{activation:?} layer {i} bias"
+            );
+        }
+    }
+    Ok(())
+}
