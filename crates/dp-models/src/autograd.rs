@@ -56,8 +56,22 @@ pub trait DpLayer: Send + Sync {
     }
 }
 
-fn probe_for(z: &Tensor) -> Result<Var> {
-    Ok(Var::zeros(z.shape(), DType::F32, z.device())?)
+/// Adds a zero probe to a layer's output `z` and records the tap (input kept as given:
+/// callers pass it detached or, for token ids, as is).
+fn tap(z: Tensor, input: Tensor, tape: &mut Tape, layer: usize) -> Result<Tensor> {
+    let probe = Var::zeros(z.shape(), DType::F32, z.device())?;
+    let z = (z + probe.as_tensor())?;
+    tape.entries.push(TapeEntry {
+        layer,
+        input,
+        probe,
+    });
+    Ok(z)
+}
+
+/// `‖∇W‖² + ‖∇b‖²` per example from materialised (B, …) weight and (B, out) bias grads.
+fn materialised_squared_norms(per_sample: &[Tensor]) -> Result<Tensor> {
+    Ok((per_sample[0].sqr()?.flatten_from(1)?.sum(1)? + per_sample[1].sqr()?.sum(1)?)?)
 }
 
 /// Fully connected layer with bias, on (B, in) or on sequences (B, T, in).
@@ -103,14 +117,7 @@ impl DpLayer for DpLinear {
                     self.bias.as_tensor().detach(),
                 );
                 let z = x.broadcast_matmul(&w.t()?)?.broadcast_add(&b)?;
-                let probe = probe_for(&z)?;
-                let z = (z + probe.as_tensor())?;
-                tape.entries.push(TapeEntry {
-                    layer,
-                    input: x.detach(),
-                    probe,
-                });
-                Ok(z)
+                tap(z, x.detach(), tape, layer)
             }
         }
     }
@@ -126,8 +133,7 @@ impl DpLayer for DpLinear {
             let a2 = (entry.input.sqr()?.sum(1)? + 1.0)?;
             return Ok((g2 * a2)?);
         }
-        let psg = self.per_sample_grads(entry, grad_out)?;
-        Ok((psg[0].sqr()?.flatten_from(1)?.sum(1)? + psg[1].sqr()?.sum(1)?)?)
+        materialised_squared_norms(&self.per_sample_grads(entry, grad_out)?)
     }
 
     fn clipped_sum(
@@ -188,14 +194,7 @@ impl DpLayer for DpEmbedding {
                     .detach()
                     .index_select(&flat, 0)?
                     .reshape((b, t, ()))?;
-                let probe = probe_for(&z)?;
-                let z = (z + probe.as_tensor())?;
-                tape.entries.push(TapeEntry {
-                    layer,
-                    input: ids.clone(),
-                    probe,
-                });
-                Ok(z)
+                tap(z, ids.clone(), tape, layer)
             }
         }
     }
@@ -331,14 +330,7 @@ impl DpLayer for DpConv2d {
                     &self.weight.as_tensor().detach(),
                     &self.bias.as_tensor().detach(),
                 )?;
-                let probe = probe_for(&z)?;
-                let z = (z + probe.as_tensor())?;
-                tape.entries.push(TapeEntry {
-                    layer,
-                    input: x.detach(),
-                    probe,
-                });
-                Ok(z)
+                tap(z, x.detach(), tape, layer)
             }
         }
     }
@@ -348,8 +340,7 @@ impl DpLayer for DpConv2d {
     }
 
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
-        let psg = self.per_sample_grads(entry, grad_out)?;
-        Ok((psg[0].sqr()?.flatten_from(1)?.sum(1)? + psg[1].sqr()?.sum(1)?)?)
+        materialised_squared_norms(&self.per_sample_grads(entry, grad_out)?)
     }
 
     fn clipped_sum(
