@@ -48,6 +48,17 @@ pub enum OptimizerChoice {
     Adam,
 }
 
+/// Per-example clipping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ClippingChoice {
+    /// Flat clipping to --clip.
+    Flat,
+    /// Each parametric layer clipped to --clip/√L.
+    PerLayer,
+    /// AUTO-S normalisation with γ = --clip (sensitivity 1).
+    AutoS,
+}
+
 /// Batch samplers for training.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TrainSampling {
@@ -77,6 +88,9 @@ pub struct TrainArgs {
     /// Per-sample clipping norm C.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub clip: f64,
+    /// Per-example clipping rule.
+    #[arg(long, value_enum, default_value_t = ClippingChoice::Flat)]
+    pub clipping: ClippingChoice,
     /// Learning rate.
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub lr: f64,

@@ -8,7 +8,7 @@ use dp_models::{
     fused::FusedModel,
     models::{mnist_cnn, Activation},
 };
-use dp_optim::{Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
+use dp_optim::{Clipping, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
 
 fn main() -> dp_optim::Result<()> {
     let (train, test) = dp_models::data::mnist()?;
@@ -17,7 +17,7 @@ fn main() -> dp_optim::Result<()> {
     let privacy = PrivacyConfig {
         noise_multiplier: 1.23,
         max_grad_norm: 0.1,
-        automatic_clipping: false,
+        clipping: Clipping::Flat,
         delta: 1e-5,
         target_epsilon: Some(3.0),
         accountant: AccountantKind::RdpClassic,

@@ -53,11 +53,10 @@ pub struct TrainConfig {
 pub struct PrivacyConfig {
     /// σ: the noise standard deviation is σ times the clipping sensitivity.
     pub noise_multiplier: f64,
-    /// The clipping norm C (flat clipping), or AUTO-S's γ when `automatic`.
+    /// The clipping norm C (flat and per-layer clipping), or AUTO-S's γ.
     pub max_grad_norm: f64,
-    /// AUTO-S normalisation (Bu et al. 2022): gᵢ/(‖gᵢ‖ + γ) with γ = `max_grad_norm`,
-    /// sensitivity 1.
-    pub automatic_clipping: bool,
+    /// How per-example gradients are bounded.
+    pub clipping: Clipping,
     /// δ at which ε is reported and the budget is enforced.
     pub delta: f64,
     /// Stop before ε would exceed this (`None`: no budget).
@@ -68,25 +67,33 @@ pub struct PrivacyConfig {
     pub orders: OrderGrid,
 }
 
+/// How per-example gradients are bounded before they are summed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clipping {
+    /// `gᵢ·min(1, C/‖gᵢ‖)` (Abadi et al. 2016): sensitivity C.
+    Flat,
+    /// Each of the L parametric layers clipped to C/√L: sensitivity C.
+    PerLayer,
+    /// AUTO-S (Bu et al. 2022): `gᵢ/(‖gᵢ‖ + γ)` with γ = `max_grad_norm`: sensitivity 1.
+    Automatic,
+}
+
 impl PrivacyConfig {
     fn clip_rule(&self) -> ClipRule {
-        if self.automatic_clipping {
-            ClipRule::Automatic {
-                gamma: self.max_grad_norm as f32,
-            }
-        } else {
-            ClipRule::Flat {
-                max_norm: self.max_grad_norm as f32,
-            }
+        let c = self.max_grad_norm as f32;
+        match self.clipping {
+            Clipping::Flat => ClipRule::Flat { max_norm: c },
+            Clipping::PerLayer => ClipRule::PerLayer { max_norm: c },
+            Clipping::Automatic => ClipRule::Automatic { gamma: c },
         }
     }
 
     /// The L2 sensitivity of the clipped sum.
     fn sensitivity(&self) -> f64 {
-        if self.automatic_clipping {
-            1.0
-        } else {
-            self.max_grad_norm
+        match self.clipping {
+            Clipping::Flat | Clipping::PerLayer => self.max_grad_norm,
+            Clipping::Automatic => 1.0,
         }
     }
 }

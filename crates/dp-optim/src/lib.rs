@@ -3,8 +3,7 @@
 //! and Adam, and a fail-closed [`PrivacyEngine`] that keeps the ledger, enforces a budget
 //! and checkpoints atomically.
 //!
-//! Not yet built (issue [3] continues): per-layer clipping, logical batches larger than
-//! the physical batch, the shuffled sampler, the autograd tier.
+//! Not yet built (issue [3] continues): the shuffled sampler.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -13,7 +12,8 @@ mod error;
 mod sampler;
 
 pub use engine::{
-    accuracy, Checkpoint, Optimizer, PrivacyConfig, PrivacyEngine, StepReport, TrainConfig,
+    accuracy, Checkpoint, Clipping, Optimizer, PrivacyConfig, PrivacyEngine, StepReport,
+    TrainConfig,
 };
 pub use error::{Error, Result};
 pub use sampler::Sampler;

@@ -6,7 +6,7 @@ use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, mnist_cnn, Activation};
-use dp_optim::{Error, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
+use dp_optim::{Clipping, Error, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
 
 fn toy_data(n: usize, noise: &mut NoiseSource) -> Dataset {
     let features: Vec<f32> = (0..n * 8).map(|_| noise.uniform() as f32).collect();
@@ -23,7 +23,7 @@ fn private(target: Option<f64>) -> PrivacyConfig {
     PrivacyConfig {
         noise_multiplier: 1.0,
         max_grad_norm: 1.0,
-        automatic_clipping: false,
+        clipping: Clipping::Flat,
         delta: 1e-5,
         target_epsilon: target,
         accountant: AccountantKind::Rdp,
@@ -354,5 +354,34 @@ fn engine_trains_an_autograd_tier_model() -> dp_optim::Result<()> {
         "accuracy {before} -> {after}"
     );
     assert!(e.epsilon()?.expect("private") > 0.0);
+    Ok(())
+}
+
+/// Every clipping rule trains through the engine; AUTO-S noise uses sensitivity 1.
+#[test]
+fn clipping_rules_run_through_the_engine() -> dp_optim::Result<()> {
+    let mut noise = NoiseSource::seeded(40);
+    let data = toy_data(1000, &mut noise);
+    for clipping in [Clipping::Flat, Clipping::PerLayer, Clipping::Automatic] {
+        let mut config = private(None);
+        config.clipping = clipping;
+        config.max_grad_norm = if clipping == Clipping::Automatic {
+            0.01
+        } else {
+            1.0
+        };
+        let mut e = engine(
+            41,
+            Sampler::Poisson { sampling_rate: 0.1 },
+            Some(config),
+            &data,
+        )?;
+        let before = e.accuracy(&data)?;
+        for _ in 0..150 {
+            e.step(&data)?;
+        }
+        let after = e.accuracy(&data)?;
+        assert!(after > 0.8, "{clipping:?}: accuracy {before} -> {after}");
+    }
     Ok(())
 }

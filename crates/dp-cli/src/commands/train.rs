@@ -7,12 +7,12 @@ use dp_accounting::{calibrate_noise, AccountantKind, CalibrationOptions, DpEvent
 use dp_mechanisms::NoiseSource;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mnist_cnn, Activation};
-use dp_optim::{Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
+use dp_optim::{Clipping, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
 use serde_json::json;
 
 use crate::args::{
-    AccountantChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice, TrainArgs,
-    TrainSampling,
+    AccountantChoice, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice,
+    TrainArgs, TrainSampling,
 };
 
 pub fn run(args: &TrainArgs) -> Result<String> {
@@ -106,7 +106,11 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         Some(PrivacyConfig {
             noise_multiplier: sigma,
             max_grad_norm: args.clip,
-            automatic_clipping: false,
+            clipping: match args.clipping {
+                ClippingChoice::Flat => Clipping::Flat,
+                ClippingChoice::PerLayer => Clipping::PerLayer,
+                ClippingChoice::AutoS => Clipping::Automatic,
+            },
             delta: args.delta,
             target_epsilon: args.target_epsilon,
             accountant,
