@@ -66,14 +66,23 @@ impl Sampler {
         }
     }
 
-    /// The event of one step with noise multiplier σ on a dataset of `n` records.
+    /// The event of one step on a dataset of `n` records, where σ = `noise_multiplier` is
+    /// the noise standard deviation divided by the clipping bound C.
+    ///
+    /// Under add/remove neighbours (Poisson) the clipped sum has sensitivity C, so the
+    /// event's multiplier is σ. Under replace-one neighbours (fixed-size batches) one
+    /// replaced record moves the sum by up to 2C, so the event's multiplier — noise over
+    /// *sensitivity* — is σ/2.
     pub fn step_event(&self, n: usize, noise_multiplier: f64) -> DpEvent {
-        let gaussian = DpEvent::gaussian(noise_multiplier);
         match *self {
-            Sampler::Poisson { sampling_rate } => DpEvent::poisson_sampled(sampling_rate, gaussian),
-            Sampler::FixedSize { batch_size } => {
-                DpEvent::sampled_without_replacement(n as u64, batch_size as u64, gaussian)
+            Sampler::Poisson { sampling_rate } => {
+                DpEvent::poisson_sampled(sampling_rate, DpEvent::gaussian(noise_multiplier))
             }
+            Sampler::FixedSize { batch_size } => DpEvent::sampled_without_replacement(
+                n as u64,
+                batch_size as u64,
+                DpEvent::gaussian(noise_multiplier / 2.0),
+            ),
         }
     }
 

@@ -385,3 +385,24 @@ fn clipping_rules_run_through_the_engine() -> dp_optim::Result<()> {
     }
     Ok(())
 }
+
+/// Fixed-size batches are accounted under replace-one neighbours, where the clipped sum's
+/// sensitivity is 2C: the event carries σ/2 (regression: it once carried σ, halving ε's
+/// noise in the accounting).
+#[test]
+fn replace_one_events_use_twice_the_sensitivity() {
+    let event = Sampler::FixedSize { batch_size: 10 }.step_event(100, 3.0);
+    assert_eq!(
+        event,
+        dp_accounting::DpEvent::sampled_without_replacement(
+            100,
+            10,
+            dp_accounting::DpEvent::gaussian(1.5)
+        )
+    );
+    let poisson = Sampler::Poisson { sampling_rate: 0.1 }.step_event(100, 3.0);
+    assert_eq!(
+        poisson,
+        dp_accounting::DpEvent::poisson_sampled(0.1, dp_accounting::DpEvent::gaussian(3.0))
+    );
+}

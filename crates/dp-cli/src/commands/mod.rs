@@ -47,22 +47,27 @@ impl Run {
         }
     }
 
-    /// The event of `steps` steps at noise multiplier σ.
+    /// The event of `steps` steps at noise multiplier σ (noise std / clipping norm); the
+    /// sampler decides the event, including σ/2 under replace-one neighbours.
     pub fn event(&self, sigma: f64, steps: u64) -> DpEvent {
-        let step = match self.sampling {
-            Sampling::Poisson => {
-                DpEvent::poisson_sampled(self.sampling_rate, DpEvent::gaussian(sigma))
-            }
+        let (sampler, n) = match self.sampling {
+            Sampling::Poisson => (
+                dp_optim::Sampler::Poisson {
+                    sampling_rate: self.sampling_rate,
+                },
+                0,
+            ),
             Sampling::WithoutReplacement {
                 dataset_size,
                 batch_size,
-            } => DpEvent::sampled_without_replacement(
-                dataset_size,
-                batch_size,
-                DpEvent::gaussian(sigma),
+            } => (
+                dp_optim::Sampler::FixedSize {
+                    batch_size: batch_size as usize,
+                },
+                dataset_size as usize,
             ),
         };
-        DpEvent::self_composed(step, steps)
+        DpEvent::self_composed(sampler.step_event(n, sigma), steps)
     }
 
     pub fn describe(&self) -> String {
@@ -71,7 +76,7 @@ impl Run {
                 format!("Poisson sampling q = {}, add-or-remove-one neighbours", number(self.sampling_rate))
             }
             Sampling::WithoutReplacement { dataset_size, batch_size } => format!(
-                "batches of {batch_size} of {dataset_size} without replacement (q = {}), replace-one neighbours",
+                "batches of {batch_size} of {dataset_size} without replacement (q = {}), replace-one neighbours (sensitivity 2C: event noise multiplier sigma/2)",
                 number(self.sampling_rate)
             ),
         }
