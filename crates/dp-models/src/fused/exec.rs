@@ -59,6 +59,14 @@ struct Scratch {
     grad_b: Vec<f32>,
     psg: Vec<f32>,
     acc: Vec<f32>,
+    /// Per sample of the chunk, each linear layer's output gradient (book-keeping).
+    linear_grads: Vec<f32>,
+    /// Per sample of the chunk, each linear layer's clip factor.
+    linear_factors: Vec<f32>,
+    /// One linear layer's inputs for the chunk, with a ones column.
+    linear_inputs: Vec<f32>,
+    /// One sample's squared norm per parametric layer.
+    layer_sq: Vec<f32>,
 }
 
 /// Activations kept between the forward and the backward, reused across steps.
@@ -100,6 +108,10 @@ impl Workspace {
                 grad_b: vec![0.0; max_act],
                 psg: vec![0.0; spec.num_params],
                 acc: vec![0.0; spec.num_params],
+                linear_grads: Vec::new(),
+                linear_factors: Vec::new(),
+                linear_inputs: Vec::new(),
+                layer_sq: vec![0.0; layers.iter().filter(|l| l.params.1 > 0).count()],
             };
             self.scratch = vec![scratch; CHUNKS];
             self.outputs = vec![Vec::new(); layers.len()];
@@ -338,6 +350,10 @@ pub struct BackwardOutput {
 
 /// Backward from `dlogits` (batch × outputs, d loss / d logits of the *summed* loss),
 /// after [`forward`] on the same batch.
+///
+/// Convolutions materialise each sample's gradient tile by tile and accumulate it with its
+/// clip factor; linear layers use the ghost norm `‖g‖²(‖a‖²+1)` and one book-keeping gemm
+/// per chunk, `(G ⊙ c)ᵀ·[A 1]`, so their per-sample gradients are never written out.
 pub fn backward(
     spec: &NetSpec,
     theta: &[f32],
@@ -352,52 +368,134 @@ pub fn backward(
     let norm_chunks: Vec<&mut [f32]> = squared_norms.chunks_mut(chunk).collect();
     let (input, outputs, argmax) = (&ws.input, &ws.outputs, &ws.argmax);
     let used = norm_chunks.len();
+    let mode = if rule == ClipRule::None {
+        Mode::Plain
+    } else {
+        Mode::Private
+    };
+    let param_layers: Vec<&LayerPlan> = spec.layers.iter().filter(|l| l.params.1 > 0).collect();
+    let linear_out: usize = param_layers
+        .iter()
+        .map(|l| linear_shape(l).map_or(0, |(_, nout)| nout))
+        .sum();
+    let linear_count = param_layers
+        .iter()
+        .filter(|l| linear_shape(l).is_some())
+        .count();
     ws.scratch[..used]
         .par_iter_mut()
         .zip(norm_chunks)
         .enumerate()
         .for_each(|(j, (scratch, norms))| {
             scratch.acc.fill(0.0);
+            let samples = norms.len();
+            scratch.linear_grads.resize(samples * linear_out, 0.0);
+            scratch.linear_factors.resize(samples * linear_count, 0.0);
             for (s, norm) in norms.iter_mut().enumerate() {
                 let i = j * chunk + s;
-                let private = rule != ClipRule::None;
-                let sq = backward_sample(
-                    spec, theta, dlogits, i, input, outputs, argmax, scratch, private,
+                backward_sample(
+                    spec,
+                    theta,
+                    dlogits,
+                    i,
+                    s * linear_out,
+                    input,
+                    outputs,
+                    argmax,
+                    scratch,
+                    mode,
                 );
-                if private {
-                    let Scratch { psg, acc, .. } = scratch;
-                    if let ClipRule::PerLayer { .. } = rule {
-                        let layers = spec.layers.iter().filter(|l| l.params.1 > 0).count();
-                        for layer in spec.layers.iter().filter(|l| l.params.1 > 0) {
-                            let (offset, count) = layer.params;
-                            let region = &psg[offset..offset + count];
-                            let layer_sq = sum_of_squares(region);
-                            let factor = if sq.is_finite() {
-                                rule.factor(layer_sq, layers)
-                            } else {
-                                0.0
-                            };
-                            if factor != 0.0 {
-                                acc[offset..offset + count]
-                                    .iter_mut()
-                                    .zip(region)
-                                    .for_each(|(a, g)| *a += factor * g);
-                            }
+                // Norms are only computed for private backwards (the plain one reports 0).
+                let sq: f32 = if mode == Mode::Plain {
+                    0.0
+                } else {
+                    scratch.layer_sq.iter().sum()
+                };
+                *norm = if sq.is_finite() { sq } else { f32::NAN };
+                // Clip factors per parametric layer (equal for all but PerLayer).
+                let Scratch {
+                    psg,
+                    acc,
+                    layer_sq,
+                    linear_factors,
+                    ..
+                } = scratch;
+                let mut linear_slot = 0;
+                for (layer, &layer_norm) in param_layers.iter().zip(layer_sq.iter()) {
+                    let factor = match (sq.is_finite(), rule) {
+                        (_, ClipRule::None) => 1.0,
+                        (false, _) => 0.0,
+                        (true, ClipRule::PerLayer { .. }) => {
+                            rule.factor(layer_norm, param_layers.len())
                         }
-                    } else {
-                        let factor = if sq.is_finite() {
-                            rule.factor(sq, 1)
-                        } else {
-                            0.0
-                        };
-                        if factor != 0.0 {
-                            acc.iter_mut()
-                                .zip(psg.iter())
-                                .for_each(|(a, g)| *a += factor * g);
-                        }
+                        (true, _) => rule.factor(sq, 1),
+                    };
+                    if linear_shape(layer).is_some() {
+                        linear_factors[s * linear_count + linear_slot] = factor;
+                        linear_slot += 1;
+                    } else if mode == Mode::Private && factor != 0.0 {
+                        let (offset, count) = layer.params;
+                        acc[offset..offset + count]
+                            .iter_mut()
+                            .zip(&psg[offset..offset + count])
+                            .for_each(|(a, g)| *a += factor * g);
                     }
                 }
-                *norm = if sq.is_finite() { sq } else { f32::NAN };
+            }
+            // Book-keeping for the linear layers: acc += (G ⊙ c)ᵀ · [A 1] over the chunk.
+            let Scratch {
+                acc,
+                linear_grads,
+                linear_factors,
+                linear_inputs,
+                ..
+            } = scratch;
+            let (mut linear_slot, mut g_offset) = (0, 0);
+            for (index, layer) in spec.layers.iter().enumerate() {
+                let Some((nin, nout)) = linear_shape(layer) else {
+                    continue;
+                };
+                linear_inputs.resize(samples * (nin + 1), 0.0);
+                for s in 0..samples {
+                    let i = j * chunk + s;
+                    let a: &[f32] = if index == 0 {
+                        &input[i * nin..][..nin]
+                    } else {
+                        &outputs[index - 1][i * nin..][..nin]
+                    };
+                    let row = &mut linear_inputs[s * (nin + 1)..][..nin + 1];
+                    row[..nin].copy_from_slice(a);
+                    row[nin] = 1.0;
+                    let factor = linear_factors[s * linear_count + linear_slot];
+                    let g = &mut linear_grads[s * linear_out + g_offset..][..nout];
+                    if factor == 0.0 {
+                        g.fill(0.0); // also drops NaN gradients
+                    } else {
+                        g.iter_mut().for_each(|v| *v *= factor);
+                    }
+                }
+                let (offset, count) = layer.params;
+                // dst (nout × (nin+1)) += Σ_s gc_s ⊗ a_s: lhs = Gcᵀ, rows strided by linear_out.
+                matmul(
+                    nout,
+                    nin + 1,
+                    samples,
+                    &mut acc[offset..offset + count],
+                    nin + 1,
+                    true,
+                    Mat {
+                        data: &linear_grads[g_offset..],
+                        row_stride: 1,
+                        col_stride: linear_out,
+                    },
+                    Mat {
+                        data: linear_inputs,
+                        row_stride: nin + 1,
+                        col_stride: 1,
+                    },
+                );
+                linear_slot += 1;
+                g_offset += nout;
             }
         });
     // Ordered reduction over chunks: bit-reproducible.
@@ -412,6 +510,25 @@ pub fn backward(
         gradient_sum,
         squared_norms,
     }
+}
+
+/// (in, out) of a linear layer.
+fn linear_shape(layer: &LayerPlan) -> Option<(usize, usize)> {
+    match layer.kind {
+        Kind::Linear { nin, nout } => Some((nin, nout)),
+        _ => None,
+    }
+}
+
+/// What the per-sample backward does with parameter gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Write every layer's per-sample gradient into `psg` (tests).
+    Materialize,
+    /// Conv gradients into `psg`, linear output gradients stashed; per-layer norms.
+    Private,
+    /// Conv gradients added to `acc`, linear output gradients stashed.
+    Plain,
 }
 
 /// Per-sample gradients, materialised (B × P), for tests and audits.
@@ -430,31 +547,35 @@ pub fn per_sample_gradients(
                 theta,
                 dlogits,
                 i,
+                0,
                 input,
                 outputs,
                 argmax,
                 &mut scratch,
-                true,
+                Mode::Materialize,
             );
             scratch.psg.clone()
         })
         .collect()
 }
 
-/// One sample's backward. With `private`, its gradient goes to `scratch.psg` (fully
-/// overwritten) and its squared norm is returned; otherwise it is added to `scratch.acc`.
+/// One sample's backward. Fills `scratch.layer_sq` with the squared norm of each
+/// parametric layer's gradient (except in `Plain` mode); conv gradients go to `psg`
+/// (`Private`, `Materialize`) or are added to `acc` (`Plain`); linear gradients are written
+/// to `psg` (`Materialize`) or their output gradient is stashed at `linear_grads[stash..]`.
 #[allow(clippy::too_many_arguments)]
 fn backward_sample(
     spec: &NetSpec,
     theta: &[f32],
     dlogits: &[f32],
     i: usize,
+    stash: usize,
     input: &[f32],
     outputs: &[Vec<f32>],
     argmax: &[Vec<u32>],
     scratch: &mut Scratch,
-    private: bool,
-) -> f32 {
+    mode: Mode,
+) {
     let layers = &spec.layers;
     let out_size = spec.output_size();
     let Scratch {
@@ -464,11 +585,20 @@ fn backward_sample(
         grad_b,
         psg,
         acc,
+        linear_grads,
+        layer_sq,
+        ..
     } = scratch;
-    let target: &mut [f32] = if private { psg } else { acc };
-    let accumulate = !private;
     let (mut d, mut d_in) = (grad_a, grad_b);
     d[..out_size].copy_from_slice(&dlogits[i * out_size..][..out_size]);
+    // Parametric layers are met in reverse; their slots in layer_sq and the stash follow.
+    let mut param_slot = layer_sq.len();
+    let mut stash_end = stash
+        + layers
+            .iter()
+            .filter_map(linear_shape)
+            .map(|(_, nout)| nout)
+            .sum::<usize>();
     for (l, layer) in layers.iter().enumerate().rev() {
         let has_params = layer.params.1 > 0;
         if !has_params && !layer.needs_input_grad {
@@ -487,20 +617,21 @@ fn backward_sample(
         let grad_in = &mut d_in[..in_size];
         match layer.kind {
             Kind::Linear { nin, nout } => {
-                let region = &mut target[offset..][..count];
-                for (o, &go) in grad_out.iter().enumerate().take(nout) {
-                    let row = &mut region[o * (nin + 1)..][..nin + 1];
-                    if accumulate {
-                        row[..nin]
-                            .iter_mut()
-                            .zip(a)
-                            .for_each(|(r, &x)| *r += go * x);
-                        row[nin] += go;
-                    } else {
+                param_slot -= 1;
+                stash_end -= nout;
+                if mode == Mode::Materialize {
+                    let region = &mut psg[offset..][..count];
+                    for (o, &go) in grad_out.iter().enumerate().take(nout) {
+                        let row = &mut region[o * (nin + 1)..][..nin + 1];
                         row[..nin].iter_mut().zip(a).for_each(|(r, &x)| *r = go * x);
                         row[nin] = go;
                     }
+                } else {
+                    linear_grads[stash_end..stash_end + nout].copy_from_slice(&grad_out[..nout]);
                 }
+                // Ghost norm: ‖g ⊗ [a; 1]‖² = ‖g‖²·(‖a‖² + 1).
+                layer_sq[param_slot] =
+                    sum_of_squares(&grad_out[..nout]) * (sum_of_squares(a) + 1.0);
                 if layer.needs_input_grad {
                     grad_in.fill(0.0);
                     for (o, &go) in grad_out.iter().enumerate().take(nout) {
@@ -510,15 +641,20 @@ fn backward_sample(
                 }
             }
             Kind::Conv { cout, .. } => {
+                param_slot -= 1;
                 let g = conv_geometry(layer).unwrap_or_else(|| unreachable!());
                 let (rows, cols) = (g.rows(), g.cols());
                 im2col(&g, a, u); // recomputed rather than stored
                                   // psg (Cout × cols) = Gᵀ (Cout × L) · U (L × cols), G stored (L × Cout).
+                let (target, accumulate): (&mut [f32], bool) = match mode {
+                    Mode::Plain => (&mut acc[offset..][..count], true),
+                    Mode::Private | Mode::Materialize => (&mut psg[offset..][..count], false),
+                };
                 matmul(
                     cout,
                     cols,
                     rows,
-                    &mut target[offset..][..count],
+                    target,
                     cols,
                     accumulate,
                     Mat {
@@ -532,6 +668,9 @@ fn backward_sample(
                         col_stride: 1,
                     },
                 );
+                if mode != Mode::Plain {
+                    layer_sq[param_slot] = sum_of_squares(&psg[offset..][..count]);
+                }
                 if layer.needs_input_grad {
                     // dU (L × cols) = G (L × Cout) · W (Cout × cols), then col2im.
                     matmul(
@@ -597,10 +736,5 @@ fn backward_sample(
             break;
         }
         std::mem::swap(&mut d, &mut d_in);
-    }
-    if private {
-        sum_of_squares(target)
-    } else {
-        0.0
     }
 }
