@@ -66,6 +66,8 @@ pub enum TrainSampling {
     Poisson,
     /// Fixed-size batches drawn without replacement.
     FixedSize,
+    /// Shuffled epochs of consecutive batches (each epoch charged as one Gaussian).
+    Shuffle,
 }
 
 #[derive(Debug, Args)]

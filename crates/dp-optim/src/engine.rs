@@ -11,7 +11,7 @@ use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::sampler::Sampler;
+use crate::sampler::{Sampler, ShuffleState};
 
 /// The update rule applied to the noisy average gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -124,6 +124,9 @@ pub struct Checkpoint {
     pub noise: NoiseState,
     /// Non-finite per-sample gradients so far.
     pub nonfinite_gradients: u64,
+    /// The shuffled sampler's epoch state (empty for other samplers).
+    #[serde(default)]
+    pub shuffle: ShuffleState,
 }
 
 /// Trains a fused model with DP-SGD / DP-Adam.
@@ -147,6 +150,7 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     features: Vec<f32>,
     labels: Vec<u32>,
     physical_batch_size: Option<usize>,
+    shuffle: ShuffleState,
 }
 
 impl<M: PrivateModel> PrivacyEngine<M> {
@@ -182,14 +186,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                     None => None,
                     Some(target) => {
                         let make = || p.accountant.build(relation, &p.orders);
-                        let single = event.clone();
-                        let solved = calibrate_steps(
-                            make,
-                            |t| dp_accounting::DpEvent::self_composed(single.clone(), t),
-                            target,
-                            p.delta,
-                        )?;
-                        Some(solved.value)
+                        let sampler = config.sampler;
+                        let run = |t| sampler.run_event(dataset_size, p.noise_multiplier, t);
+                        Some(calibrate_steps(make, run, target, p.delta)?.value)
                     }
                 };
                 (Some(accountant), max_steps)
@@ -213,6 +212,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             features: Vec::new(),
             labels: Vec::new(),
             physical_batch_size: None,
+            shuffle: ShuffleState::default(),
         })
     }
 
@@ -289,7 +289,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let p_count = self.model.num_params();
         self.config
             .sampler
-            .draw(n, &mut self.noise, &mut self.batch);
+            .draw(n, &mut self.noise, &mut self.shuffle, &mut self.batch);
         let b = self.batch.len();
         let rule = self
             .config
@@ -354,7 +354,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 .privacy
                 .as_ref()
                 .ok_or_else(|| Error::InvalidConfig("accountant without privacy".into()))?;
-            accountant.compose(&self.config.sampler.step_event(n, p.noise_multiplier), 1)?;
+            if let Some(event) =
+                self.config
+                    .sampler
+                    .event_at_step(n, p.noise_multiplier, self.steps)
+            {
+                accountant.compose(&event, 1)?;
+            }
         }
         self.steps += 1;
         self.nonfinite += nonfinite as u64;
@@ -416,6 +422,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             ledger: self.ledger().cloned(),
             noise: self.noise.state(),
             nonfinite_gradients: self.nonfinite,
+            shuffle: self.shuffle.clone(),
         })
     }
 
@@ -426,6 +433,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         self.moments = checkpoint.moments.clone();
         self.steps = checkpoint.steps;
         self.nonfinite = checkpoint.nonfinite_gradients;
+        self.shuffle = checkpoint.shuffle.clone();
         self.noise = NoiseSource::restore(&checkpoint.noise);
         if let (Some(p), Some(ledger)) = (&self.config.privacy, &checkpoint.ledger) {
             let mut fresh = p

@@ -3,7 +3,6 @@
 //! and Adam, and a fail-closed [`PrivacyEngine`] that keeps the ledger, enforces a budget
 //! and checkpoints atomically.
 //!
-//! Not yet built (issue [3] continues): the shuffled sampler.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -16,4 +15,4 @@ pub use engine::{
     TrainConfig,
 };
 pub use error::{Error, Result};
-pub use sampler::Sampler;
+pub use sampler::{Sampler, ShuffleState};

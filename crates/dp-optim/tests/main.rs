@@ -59,7 +59,7 @@ fn samplers_draw_the_right_batches() {
     let mut sizes = Vec::new();
     let mut hits = vec![0u32; n];
     for _ in 0..2000 {
-        poisson.draw(n, &mut noise, &mut batch);
+        poisson.draw(n, &mut noise, &mut Default::default(), &mut batch);
         assert!(batch.windows(2).all(|w| w[0] < w[1]) && batch.iter().all(|&i| i < n));
         batch.iter().for_each(|&i| hits[i] += 1);
         sizes.push(batch.len() as f64);
@@ -78,7 +78,7 @@ fn samplers_draw_the_right_batches() {
     let fixed = Sampler::FixedSize { batch_size: 64 };
     let mut counts = vec![0u32; 200];
     for _ in 0..5000 {
-        fixed.draw(200, &mut noise, &mut batch);
+        fixed.draw(200, &mut noise, &mut Default::default(), &mut batch);
         assert_eq!(batch.len(), 64);
         batch.iter().for_each(|&i| counts[i] += 1);
     }
@@ -405,4 +405,78 @@ fn replace_one_events_use_twice_the_sensitivity() {
         poisson,
         dp_accounting::DpEvent::poisson_sampled(0.1, dp_accounting::DpEvent::gaussian(3.0))
     );
+}
+
+/// Shuffling uses every record once per epoch and is charged one Gaussian(σ/2) per epoch
+/// (replace-one, parallel composition), at the epoch's first step.
+#[test]
+fn shuffled_epochs_cover_every_record_and_are_charged_per_epoch() -> dp_optim::Result<()> {
+    let mut noise = NoiseSource::seeded(50);
+    let shuffle = Sampler::Shuffle { batch_size: 30 };
+    let mut state = dp_optim::ShuffleState::default();
+    let mut batch = Vec::new();
+    for _ in 0..2 {
+        let mut seen = vec![0u32; 100];
+        for _ in 0..shuffle.steps_per_epoch(100) {
+            shuffle.draw(100, &mut noise, &mut state, &mut batch);
+            batch.iter().for_each(|&i| seen[i] += 1);
+        }
+        assert!(seen.iter().all(|&c| c == 1), "{seen:?}");
+    }
+    assert_eq!(shuffle.steps_per_epoch(100), 4);
+    assert_eq!(
+        shuffle.run_event(100, 2.0, 5),
+        dp_accounting::DpEvent::self_composed(dp_accounting::DpEvent::gaussian(1.0), 2)
+    );
+
+    // Through the engine: 2.5 epochs of steps = 3 charged epochs; a checkpoint mid-epoch
+    // resumes the same permutation.
+    let data = toy_data(120, &mut noise);
+    let run = |steps: usize| -> dp_optim::Result<PrivacyEngine> {
+        let mut e = engine(
+            51,
+            Sampler::Shuffle { batch_size: 40 },
+            Some(private(None)),
+            &data,
+        )?;
+        for _ in 0..steps {
+            e.step(&data)?;
+        }
+        Ok(e)
+    };
+    let e = run(8)?;
+    let charged: u64 = e
+        .ledger()
+        .expect("private")
+        .entries
+        .iter()
+        .map(|x| x.count)
+        .sum();
+    assert_eq!(charged, 3);
+    let mut direct = dp_accounting::RdpConfig {
+        relation: dp_accounting::NeighbouringRelation::ReplaceOne,
+        ..Default::default()
+    }
+    .build()?;
+    dp_accounting::Accountant::compose(&mut direct, &dp_accounting::DpEvent::gaussian(0.5), 3)?;
+    assert_eq!(
+        e.epsilon()?,
+        Some(dp_accounting::Accountant::epsilon(&direct, 1e-5)?)
+    );
+    let path = std::env::temp_dir().join(format!("dp-optim-shuffle-{}.json", std::process::id()));
+    run(4)?.save_checkpoint(&path)?;
+    let mut resumed = engine(
+        999,
+        Sampler::Shuffle { batch_size: 40 },
+        Some(private(None)),
+        &data,
+    )?;
+    resumed.restore(&dp_optim::Checkpoint::load(&path)?)?;
+    for _ in 0..4 {
+        resumed.step(&data)?;
+    }
+    assert_eq!(resumed.model().theta_values()?, e.model().theta_values()?);
+    assert_eq!(resumed.epsilon()?, e.epsilon()?);
+    let _ = std::fs::remove_file(path);
+    Ok(())
 }

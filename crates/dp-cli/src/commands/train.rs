@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use dp_accounting::{calibrate_noise, AccountantKind, CalibrationOptions, DpEvent, OrderGrid};
+use dp_accounting::{calibrate_noise, AccountantKind, CalibrationOptions, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mnist_cnn, Activation};
@@ -62,6 +62,9 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         TrainSampling::FixedSize => Sampler::FixedSize {
             batch_size: args.batch_size,
         },
+        TrainSampling::Shuffle => Sampler::Shuffle {
+            batch_size: args.batch_size,
+        },
     };
     let steps_per_epoch = sampler.steps_per_epoch(n);
     let total_steps = (args.epochs * steps_per_epoch as f64).round().max(1.0) as u64;
@@ -84,7 +87,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
             (Some(s), _) => s,
             (None, Some(target)) => {
                 let make = || accountant.build(sampler.relation(), &orders);
-                let event = |s: f64| DpEvent::self_composed(sampler.step_event(n, s), total_steps);
+                let event = |s: f64| sampler.run_event(n, s, total_steps);
                 let solved = calibrate_noise(
                     make,
                     event,
