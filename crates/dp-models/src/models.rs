@@ -1,6 +1,6 @@
 //! Network specifications of the papers' models.
 
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 
 use crate::autograd::{AutogradModel, DpConv2d, DpLinear, Stage};
 use crate::error::{Error, Result};
@@ -95,20 +95,14 @@ pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Res
             weights.len()
         )));
     }
-    let tensors = |t: &TorchLayer| -> Result<(Tensor, Tensor)> {
-        Ok((
-            Tensor::from_vec(t.weight.clone(), t.weight_shape.as_slice(), &Device::Cpu)?,
-            Tensor::from_vec(t.bias.clone(), t.bias.len(), &Device::Cpu)?,
-        ))
-    };
     let act = || match activation {
         Activation::Tanh => Stage::Tanh,
         Activation::Relu => Stage::Relu,
     };
-    let (w0, b0) = tensors(&weights[0])?;
-    let (w1, b1) = tensors(&weights[1])?;
-    let (w2, b2) = tensors(&weights[2])?;
-    let (w3, b3) = tensors(&weights[3])?;
+    let (w0, b0) = weights[0].to_tensors(&Device::Cpu)?;
+    let (w1, b1) = weights[1].to_tensors(&Device::Cpu)?;
+    let (w2, b2) = weights[2].to_tensors(&Device::Cpu)?;
+    let (w3, b3) = weights[3].to_tensors(&Device::Cpu)?;
     Ok(AutogradModel::new(vec![
         Stage::Image {
             channels: 1,

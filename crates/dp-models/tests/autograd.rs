@@ -5,7 +5,6 @@ use candle_core::{Device, Tensor, Var};
 use dp_mechanisms::NoiseSource;
 use dp_models::autograd::{AutogradModel, DpEmbedding, DpLayer, DpLinear, Stage, Tape, TapeEntry};
 use dp_models::fused::{ClipRule, FusedModel};
-use dp_models::loss::cross_entropy;
 use dp_models::models::{mlp, Activation};
 
 fn random(noise: &mut NoiseSource, shape: &[usize], scale: f64) -> Tensor {
@@ -26,6 +25,41 @@ fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
         .zip(&b)
         .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()))
         / scale
+}
+
+/// The autograd tier and the fused tier (same weights) give the same per-example losses,
+/// squared norms and clipped sums, within 1e-5 relative.
+fn assert_tiers_agree(
+    fused: &FusedModel,
+    auto: &AutogradModel,
+    x: &Tensor,
+    labels: &[u32],
+    rule: ClipRule,
+    what: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use dp_models::PrivateModel;
+    let a = auto.private_gradients(x, labels, rule)?;
+    let f = fused.clipped_gradient(x, labels, 10, rule)?;
+    for (l, m) in a.losses.iter().zip(&f.losses) {
+        assert!((l - m).abs() < 1e-5, "{what}: loss {l} vs {m}");
+    }
+    for (x, y) in a.squared_norms.iter().zip(&f.squared_norms) {
+        assert!((x - y).abs() <= 1e-5 * y, "{what}: norm {x} vs {y}");
+    }
+    // Fused θ is internal layout: compare through the PyTorch layout.
+    let fused_sum = dp_models::fused::to_torch(fused.spec(), &f.sum);
+    for (i, layer) in fused_sum.iter().enumerate() {
+        let (w, b) = layer.to_tensors(&Device::Cpu)?;
+        let (ew, eb) = (
+            relative_error(&a.clipped_sums[2 * i], &w),
+            relative_error(&a.clipped_sums[2 * i + 1], &b),
+        );
+        assert!(
+            ew < 1e-5 && eb < 1e-5,
+            "{what}: layer {i} weight error {ew}, bias error {eb}"
+        );
+    }
+    Ok(())
 }
 
 /// Gradients of one example's loss w.r.t. every var, by plain autograd (no probes).
@@ -127,12 +161,7 @@ fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
     let fused = FusedModel::new(spec, &mut NoiseSource::seeded(2))?;
     let torch = fused.to_torch()?;
     let linear = |i: usize| -> Result<Box<dyn DpLayer>, Box<dyn std::error::Error>> {
-        let w = Tensor::from_vec(
-            torch[i].weight.clone(),
-            torch[i].weight_shape.as_slice(),
-            &Device::Cpu,
-        )?;
-        let b = Tensor::from_vec(torch[i].bias.clone(), torch[i].bias.len(), &Device::Cpu)?;
+        let (w, b) = torch[i].to_tensors(&Device::Cpu)?;
         Ok(Box::new(DpLinear::new(w, b)?))
     };
     let model = AutogradModel::new(vec![
@@ -148,32 +177,7 @@ fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
         ClipRule::PerLayer { max_norm: 0.2 },
         ClipRule::Automatic { gamma: 0.01 },
     ] {
-        let auto = model.private_gradients(&x, &labels, rule)?;
-        let logits: Vec<f32> = fused.forward(&x)?.flatten_all()?.to_vec1()?;
-        let (_, d) = cross_entropy(&logits, &labels, 10);
-        let (sum, norms) = fused.backward(&Tensor::from_vec(d, (9, 10), &Device::Cpu)?, rule)?;
-        let norms: Vec<f32> = norms.to_vec1()?;
-        for (a, f) in auto.squared_norms.iter().zip(&norms) {
-            assert!((a - f).abs() <= 1e-5 * f, "{rule:?}: {a} vs {f}");
-        }
-        // Fused θ is internal layout: compare through the PyTorch layout.
-        let fused_sum = dp_models::fused::to_torch(fused.spec(), &sum.to_vec1()?);
-        for (i, layer) in fused_sum.iter().enumerate() {
-            let w = Tensor::from_vec(
-                layer.weight.clone(),
-                layer.weight_shape.as_slice(),
-                &Device::Cpu,
-            )?;
-            let b = Tensor::from_vec(layer.bias.clone(), layer.bias.len(), &Device::Cpu)?;
-            assert!(
-                relative_error(&auto.clipped_sums[2 * i], &w) < 1e-5,
-                "{rule:?}"
-            );
-            assert!(
-                relative_error(&auto.clipped_sums[2 * i + 1], &b) < 1e-5,
-                "{rule:?}"
-            );
-        }
+        assert_tiers_agree(&fused, &model, &x, &labels, rule, &format!("mlp {rule:?}"))?;
         // Per-layer clipping bounds each layer of a single example's clipped gradient by
         // C/√L, hence the total by C.
         if let ClipRule::PerLayer { max_norm } = rule {
@@ -255,34 +259,14 @@ fn tiers_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
         let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![0, 3, 5, 7, 9, 1];
         let rule = ClipRule::Flat { max_norm: 0.5 };
-        let a = auto.private_gradients(&x, &labels, rule)?;
-        let logits: Vec<f32> = fused.forward(&x)?.flatten_all()?.to_vec1()?;
-        let (losses, d) = cross_entropy(&logits, &labels, 10);
-        for (l, m) in a.losses.iter().zip(&losses) {
-            assert!((l - m).abs() < 1e-5, "{activation:?}: loss {l} vs {m}");
-        }
-        let (sum, norms) = fused.backward(&Tensor::from_vec(d, (6, 10), &Device::Cpu)?, rule)?;
-        for (x, y) in a.squared_norms.iter().zip(norms.to_vec1::<f32>()?) {
-            assert!((x - y).abs() <= 1e-5 * y, "{activation:?}: norm {x} vs {y}");
-        }
-        let fused_sum = dp_models::fused::to_torch(fused.spec(), &sum.to_vec1()?);
-        for (i, layer) in fused_sum.iter().enumerate() {
-            let w = Tensor::from_vec(
-                layer.weight.clone(),
-                layer.weight_shape.as_slice(),
-                &Device::Cpu,
-            )?;
-            let b = Tensor::from_vec(layer.bias.clone(), layer.bias.len(), &Device::Cpu)?;
-            assert!(
-                relative_error(&a.clipped_sums[2 * i], &w) < 1e-4,
-                "{activation:?} layer {i} weight: {}",
-                relative_error(&a.clipped_sums[2 * i], &w)
-            );
-            assert!(
-                relative_error(&a.clipped_sums[2 * i + 1], &b) < 1e-4,
-                "{activation:?} layer {i} bias"
-            );
-        }
+        assert_tiers_agree(
+            &fused,
+            &auto,
+            &x,
+            &labels,
+            rule,
+            &format!("mnist cnn {activation:?}"),
+        )?;
     }
     Ok(())
 }

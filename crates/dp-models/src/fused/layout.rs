@@ -20,6 +20,22 @@ pub struct TorchLayer {
     pub bias: Vec<f32>,
 }
 
+impl TorchLayer {
+    /// The weight (in its PyTorch shape) and the bias as tensors on `device`.
+    pub fn to_tensors(
+        &self,
+        device: &candle_core::Device,
+    ) -> Result<(candle_core::Tensor, candle_core::Tensor)> {
+        let weight = candle_core::Tensor::from_vec(
+            self.weight.clone(),
+            self.weight_shape.as_slice(),
+            device,
+        )?;
+        let bias = candle_core::Tensor::from_vec(self.bias.clone(), self.bias.len(), device)?;
+        Ok((weight, bias))
+    }
+}
+
 /// For each linear layer, the (h, w, c) shape of the activation that was flattened into
 /// it, if it directly follows a Flatten of a spatial activation.
 fn flattened_shapes(spec: &NetSpec) -> Vec<Option<(usize, usize, usize)>> {

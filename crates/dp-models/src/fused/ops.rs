@@ -173,9 +173,7 @@ impl FusedModel {
             .filter(|(_, l)| l.params.1 > 0)
             .map(|(i, _)| i);
         for (index, layer) in indices.zip(self.to_torch()?) {
-            let weight =
-                Tensor::from_vec(layer.weight, layer.weight_shape.as_slice(), &Device::Cpu)?;
-            let bias = Tensor::from_vec(layer.bias.clone(), layer.bias.len(), &Device::Cpu)?;
+            let (weight, bias) = layer.to_tensors(&Device::Cpu)?;
             tensors.insert(format!("{index}.weight"), weight);
             tensors.insert(format!("{index}.bias"), bias);
         }
