@@ -7,6 +7,7 @@
 //! * [`models`] — the papers' networks as specs (the 26,010-parameter MNIST CNN, MLPs).
 //! * [`data`] — dataset lookup (`DP_DATA_DIR`, cache, checksum-verified download) and the
 //!   MNIST / Fashion-MNIST IDX loader.
+//! * [`ncf`] — the GDP paper's NCF recommender with closed-form per-sample gradients.
 //! * [`loss`] — per-example cross-entropy and its gradient.
 //! * [`autograd`] — the autograd tier (Embedding, Linear over sequences) with probe taps,
 //!   ghost norms and book-keeping clipped sums; runs on any Candle device.
@@ -18,6 +19,7 @@ mod error;
 pub mod fused;
 pub mod loss;
 pub mod models;
+pub mod ncf;
 mod private_model;
 
 pub use error::{Error, Result};

@@ -1,8 +1,9 @@
 //! Network specifications of the papers' models.
 
-use candle_core::Device;
+use candle_core::{Device, Tensor};
+use dp_mechanisms::NoiseSource;
 
-use crate::autograd::{AutogradModel, DpConv2d, DpLinear, Stage};
+use crate::autograd::{AutogradModel, DpConv2d, DpEmbedding, DpLinear, Stage};
 use crate::error::{Error, Result};
 use crate::fused::{LayerSpec, NetSpec, TorchLayer};
 
@@ -125,5 +126,49 @@ pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Res
         Stage::Layer(Box::new(DpLinear::new(w2, b2)?)),
         act(),
         Stage::Layer(Box::new(DpLinear::new(w3, b3)?)),
+    ]))
+}
+
+/// The GDP paper's Adult model: 123 binary features → Dense(16, ReLU) → Dense(2), 2,018
+/// parameters (`shared/spec/papers.md` §3.4).
+pub fn adult_mlp() -> Result<NetSpec> {
+    mlp(123, &[16], 2, Activation::Relu)
+}
+
+/// Values uniform on (−bound, bound) from `noise`.
+fn uniform_tensor(shape: (usize, usize), bound: f64, noise: &mut NoiseSource) -> Result<Tensor> {
+    let values: Vec<f32> = (0..shape.0 * shape.1)
+        .map(|_| ((2.0 * noise.uniform() - 1.0) * bound) as f32)
+        .collect();
+    Ok(Tensor::from_vec(values, shape, &Device::Cpu)?)
+}
+
+/// A Keras-initialised dense layer (Glorot-uniform weights, zero bias), PyTorch layout.
+fn keras_dense(inputs: usize, outputs: usize, noise: &mut NoiseSource) -> Result<DpLinear> {
+    let bound = (6.0 / (inputs + outputs) as f64).sqrt();
+    let weight = uniform_tensor((outputs, inputs), bound, noise)?;
+    DpLinear::new(
+        weight,
+        Tensor::zeros(outputs, candle_core::DType::F32, &Device::Cpu)?,
+    )
+}
+
+/// The GDP paper's IMDB model (its TF code): Embedding(`num_words`, `dim`) → average
+/// over the sequence (padding included, as Keras's `GlobalAveragePooling1D` without a
+/// mask) → Dense(`hidden`, ReLU) → Dense(2); 160,306 parameters for (10,000, 16, 16).
+/// Keras initialisation (embedding U(−0.05, 0.05), Glorot dense) from `noise`.
+pub fn imdb_embedding_average(
+    num_words: usize,
+    dim: usize,
+    hidden: usize,
+    noise: &mut NoiseSource,
+) -> Result<AutogradModel> {
+    let embedding = uniform_tensor((num_words, dim), 0.05, noise)?;
+    Ok(AutogradModel::new(vec![
+        Stage::Layer(Box::new(DpEmbedding::new(embedding)?)),
+        Stage::MeanOverTime,
+        Stage::Layer(Box::new(keras_dense(dim, hidden, noise)?)),
+        Stage::Relu,
+        Stage::Layer(Box::new(keras_dense(hidden, 2, noise)?)),
     ]))
 }

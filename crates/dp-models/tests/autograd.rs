@@ -270,3 +270,24 @@ fn tiers_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
     }
     Ok(())
 }
+
+#[test]
+fn imdb_model_has_160306_parameters_and_matches_a_per_example_loop(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut noise = NoiseSource::seeded(11);
+    let paper = dp_models::models::imdb_embedding_average(10_000, 16, 16, &mut noise)?;
+    assert_eq!(dp_models::PrivateModel::num_params(&paper), 160_306);
+    let model = dp_models::models::imdb_embedding_average(50, 4, 3, &mut noise)?;
+    let ids: Vec<f32> = (0..3 * 6).map(|i| ((i * 7 + 3) % 50) as f32).collect();
+    let x = Tensor::from_vec(ids, (3, 6), &Device::Cpu)?;
+    let labels = [0u32, 1, 1];
+    let batched = model.per_sample_gradients(&x, &labels)?;
+    for (i, &y) in labels.iter().enumerate() {
+        let single = per_example(&model, &x.narrow(0, i, 1)?, y);
+        for (b, s) in batched.iter().zip(&single) {
+            let err = relative_error(&b.get(i)?, s);
+            assert!(err < 1e-5, "example {i}: relative error {err}");
+        }
+    }
+    Ok(())
+}

@@ -114,7 +114,11 @@ fn real_mnist_when_present() {
         eprintln!("DP_DATA_DIR unset: skipping the real-data check");
         return;
     };
-    let locator = DataLocator::new(Some(PathBuf::from(dir)), None, false);
+    let locator = DataLocator::new(
+        Some(DataLocator::resolve_data_dir(dir.as_ref())),
+        None,
+        false,
+    );
     let (train, test) = load_idx(&locator, &MNIST).expect("MNIST loads from DP_DATA_DIR");
     assert_eq!((train.len(), test.len()), (60_000, 10_000));
     assert_eq!(train.shape, vec![1, 28, 28]);

@@ -4,4 +4,5 @@
 mod autograd;
 mod data;
 mod fused;
+mod papers_data;
 mod reference;

@@ -8,7 +8,9 @@ use dp_models::{
     fused::FusedModel,
     models::{mnist_cnn, Activation},
 };
-use dp_optim::{Clipping, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
+use dp_optim::{
+    Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig,
+};
 
 fn main() -> dp_optim::Result<()> {
     let (train, test) = dp_models::data::mnist()?;
@@ -32,6 +34,7 @@ fn main() -> dp_optim::Result<()> {
             lr: 0.5,
             momentum: 0.9,
         },
+        normalisation: GradientNormalisation::ExpectedBatchSize,
     };
     let mut engine = PrivacyEngine::new(model, config, train.len(), noise)?;
     loop {

@@ -46,6 +46,30 @@ pub struct TrainConfig {
     pub privacy: Option<PrivacyConfig>,
     /// The update rule.
     pub optimizer: Optimizer,
+    /// What the noisy sum is divided by.
+    #[serde(default)]
+    pub normalisation: GradientNormalisation,
+}
+
+/// What the noisy gradient sum `Σᵢ cᵢ∇ᵢ + N(0, σ²C²)` is divided by before the update.
+///
+/// The choice does not change the accounting event (the noisy *sum* is what the
+/// Gaussian mechanism releases), but with [`GradientNormalisation::RealisedBatchSize`]
+/// the update also depends on the realised Poisson batch size `|I_t|`, a count that the
+/// sampled-Gaussian analysis does not cover (it is not noised). It is offered because
+/// the GDP paper's code does it (`shared/spec/papers.md` §3.1); the default is the
+/// expected batch size, as in Opacus.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradientNormalisation {
+    /// Divide by the sampler's expected batch size (`qn` for Poisson): the update is a
+    /// post-processing of the noisy sum alone.
+    #[default]
+    ExpectedBatchSize,
+    /// Divide by the realised batch size `max(1, |I_t|)` (Bu, Dong, Long & Su's NoisySGD
+    /// and NoisyAdam, Algorithms 1–2 as the authors' TF code implements them). Not
+    /// covered by the accountant: the realised size leaks through the step length.
+    RealisedBatchSize,
 }
 
 /// The private part of a run.
@@ -345,7 +369,11 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 "parameter {bad} has a non-finite noisy gradient"
             )));
         }
-        let scale = 1.0 / self.config.sampler.expected_batch_size(n).max(1.0);
+        let divisor = match self.config.normalisation {
+            GradientNormalisation::ExpectedBatchSize => self.config.sampler.expected_batch_size(n),
+            GradientNormalisation::RealisedBatchSize => b as f64,
+        };
+        let scale = 1.0 / divisor.max(1.0);
         gradient.iter_mut().for_each(|g| *g *= scale as f32);
         self.apply_update(&gradient)?;
         if let Some(accountant) = &mut self.accountant {

@@ -8,11 +8,12 @@
 
 mod engine;
 mod error;
+pub mod gdp;
 mod sampler;
 
 pub use engine::{
-    accuracy, Checkpoint, Clipping, Optimizer, PrivacyConfig, PrivacyEngine, StepReport,
-    TrainConfig,
+    accuracy, Checkpoint, Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine,
+    StepReport, TrainConfig,
 };
 pub use error::{Error, Result};
 pub use sampler::{Sampler, ShuffleState};

@@ -6,7 +6,10 @@ use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, mnist_cnn, Activation};
-use dp_optim::{Clipping, Error, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
+use dp_optim::{
+    Clipping, Error, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler,
+    TrainConfig,
+};
 
 fn toy_data(n: usize, noise: &mut NoiseSource) -> Dataset {
     let features: Vec<f32> = (0..n * 8).map(|_| noise.uniform() as f32).collect();
@@ -46,6 +49,7 @@ fn engine(
             lr: 0.5,
             momentum: 0.9,
         },
+        normalisation: GradientNormalisation::ExpectedBatchSize,
     };
     PrivacyEngine::new(model, config, data.len(), noise)
 }
@@ -244,6 +248,7 @@ fn mnist_one_epoch_smoke() -> dp_optim::Result<()> {
             lr: 0.5,
             momentum: 0.9,
         },
+        normalisation: GradientNormalisation::ExpectedBatchSize,
     };
     let mut e = PrivacyEngine::new(model, config, train.len(), noise)?;
     for _ in 0..117 {
@@ -342,6 +347,7 @@ fn engine_trains_an_autograd_tier_model() -> dp_optim::Result<()> {
             beta2: 0.999,
             eps: 1e-8,
         },
+        normalisation: GradientNormalisation::ExpectedBatchSize,
     };
     let mut e = PrivacyEngine::new(model, config, n, noise)?;
     let before = e.accuracy(&data)?;

@@ -7,7 +7,9 @@ use dp_accounting::{calibrate_noise, AccountantKind, CalibrationOptions, OrderGr
 use dp_mechanisms::NoiseSource;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mnist_cnn, Activation};
-use dp_optim::{Clipping, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig};
+use dp_optim::{
+    Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig,
+};
 use serde_json::json;
 
 use crate::args::{
@@ -137,6 +139,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         sampler,
         privacy,
         optimizer,
+        normalisation: GradientNormalisation::ExpectedBatchSize,
     };
     let mut engine = PrivacyEngine::new(model, config, n, noise)?;
     if let Some(size) = args.physical_batch_size {

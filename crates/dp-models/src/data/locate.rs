@@ -44,10 +44,29 @@ impl DataLocator {
             .or_else(|| env_path("XDG_CACHE_HOME").map(|p| p.join("dp-rs")))
             .or_else(|| env_path("HOME").map(|p| p.join(".cache").join("dp-rs")));
         DataLocator {
-            data_dir: env_path("DP_DATA_DIR"),
+            data_dir: env_path("DP_DATA_DIR").map(|p| Self::resolve_data_dir(&p)),
             cache_dir,
             allow_download: std::env::var("DP_OFFLINE").map_or(true, |v| v != "1"),
         }
+    }
+
+    /// A relative `DP_DATA_DIR` is tried against the current directory and then each of
+    /// its ancestors, first existing match wins (unchanged if none exists): `cargo test`
+    /// runs each crate's tests in the crate's directory, so the README's
+    /// `DP_DATA_DIR=../shared/data`, meant from the workspace root, must still resolve.
+    /// Files are checksum-verified whatever directory they come from.
+    pub fn resolve_data_dir(path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            return path.to_path_buf();
+        }
+        std::env::current_dir()
+            .ok()
+            .and_then(|cwd| {
+                cwd.ancestors()
+                    .map(|base| base.join(path))
+                    .find(|candidate| candidate.is_dir())
+            })
+            .unwrap_or_else(|| path.to_path_buf())
     }
 
     /// Explicit directories (for tests and embedding).
@@ -129,11 +148,103 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Downloads `file.url` into `dir` (atomically: a temporary name, then rename).
+/// Downloads `file.url` into `dir`, verified before it becomes visible under its name.
 fn download_into(file: &DatasetFile, dir: &Path) -> std::result::Result<PathBuf, String> {
+    let suffix = if file.url.ends_with(".gz") { ".gz" } else { "" };
+    let name = format!("{}{suffix}", file.names[0]);
+    fetch(file.url, dir, &name, |p| {
+        read_verified(p, file.sha256).map(drop)
+    })
+}
+
+/// A dataset shipped as one archive (`.tar.gz`, `.zip`), verified by the MD5 its publisher
+/// lists for the archive as downloaded (no SHA-256 is published for these).
+#[derive(Clone, Copy, Debug)]
+pub struct ArchiveFile {
+    /// The dataset's directory name.
+    pub dataset: &'static str,
+    /// The archive's file name.
+    pub name: &'static str,
+    /// MD5 (hex) of the archive's bytes.
+    pub md5: &'static str,
+    /// Canonical download URL.
+    pub url: &'static str,
+}
+
+impl DataLocator {
+    /// The verified bytes of `archive`: `$DP_DATA_DIR/<dataset>/<name>`, then the cache,
+    /// then a download into the cache.
+    pub fn read_archive(&self, archive: &ArchiveFile) -> Result<Vec<u8>> {
+        let mut looked = Vec::new();
+        for dir in [&self.data_dir, &self.cache_dir].into_iter().flatten() {
+            let candidate = dir.join(archive.dataset).join(archive.name);
+            if candidate.is_file() {
+                return read_md5_verified(&candidate, archive.md5);
+            }
+            looked.push(dir.join(archive.dataset).display().to_string());
+        }
+        if looked.is_empty() {
+            looked.push("(DP_DATA_DIR unset and no cache directory)".into());
+        }
+        let download = match (&self.cache_dir, self.allow_download) {
+            (Some(cache), true) => {
+                let dir = cache.join(archive.dataset);
+                match fetch(archive.url, &dir, archive.name, |p| {
+                    read_md5_verified(p, archive.md5).map(drop)
+                }) {
+                    Ok(path) => return read_md5_verified(&path, archive.md5),
+                    Err(e) => format!("download from {} failed: {e}", archive.url),
+                }
+            }
+            (_, false) => "downloads are off (DP_OFFLINE=1)".into(),
+            (None, true) => "no cache directory to download into".into(),
+        };
+        Err(Error::DataNotPresent {
+            dataset: archive.dataset.into(),
+            file: archive.name.into(),
+            looked: looked.join(", "),
+            download,
+        })
+    }
+
+    /// The first existing directory `<root>/<dataset>/<relative>` under the data or
+    /// cache directory (for datasets a user has already unpacked).
+    pub fn unpacked_dir(&self, dataset: &str, relative: &str) -> Option<PathBuf> {
+        [&self.data_dir, &self.cache_dir]
+            .into_iter()
+            .flatten()
+            .map(|d| d.join(dataset).join(relative))
+            .find(|p| p.is_dir())
+    }
+}
+
+/// Reads `path` and checks the MD5 of its bytes.
+pub fn read_md5_verified(path: &Path, md5_hex: &str) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.into(),
+        source,
+    })?;
+    let digest = hex(&md5::Md5::digest(&bytes));
+    if digest != md5_hex {
+        return Err(Error::CorruptFile {
+            path: path.into(),
+            reason: format!("md5 is {digest}, expected {md5_hex} (truncated or corrupt download?)"),
+        });
+    }
+    Ok(bytes)
+}
+
+/// Downloads `url` into `dir/name` through a hidden partial file that `verify` must
+/// accept before it is renamed into place.
+fn fetch(
+    url: &str,
+    dir: &Path,
+    name: &str,
+    verify: impl Fn(&Path) -> Result<()>,
+) -> std::result::Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let response = ureq::get(file.url)
-        .timeout(std::time::Duration::from_secs(60))
+    let response = ureq::get(url)
+        .timeout(std::time::Duration::from_secs(600))
         .call()
         .map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
@@ -142,12 +253,10 @@ fn download_into(file: &DatasetFile, dir: &Path) -> std::result::Result<PathBuf,
         .take(1 << 31)
         .read_to_end(&mut bytes)
         .map_err(|e| e.to_string())?;
-    let suffix = if file.url.ends_with(".gz") { ".gz" } else { "" };
-    let target = dir.join(format!("{}{suffix}", file.names[0]));
-    let partial = dir.join(format!(".{}{suffix}.partial", file.names[0]));
+    let target = dir.join(name);
+    let partial = dir.join(format!(".{name}.partial"));
     std::fs::write(&partial, &bytes).map_err(|e| format!("writing {}: {e}", partial.display()))?;
-    // Verify before the file becomes visible under its real name.
-    read_verified(&partial, file.sha256).map_err(|e| e.to_string())?;
+    verify(&partial).map_err(|e| e.to_string())?;
     std::fs::rename(&partial, &target)
         .map_err(|e| format!("renaming into {}: {e}", target.display()))?;
     Ok(target)

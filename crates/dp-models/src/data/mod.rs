@@ -1,10 +1,24 @@
 //! Datasets: where their files are found, and their loaders.
 
+mod adult;
 mod idx;
+mod imdb;
 mod locate;
+mod movielens;
 
+pub use adult::{
+    adult, load_adult, parse_adult, AdultBinariser, AdultRecord, AdultSplit, ADULT, ADULT_FEATURES,
+};
 pub use idx::{load_idx, parse_images, parse_labels, FASHION_MNIST, MNIST};
-pub use locate::{read_verified, DataLocator, DatasetFile};
+pub use imdb::{
+    build_vocabulary, encode, imdb, imdb_datasets, load_imdb, reviews_from_dir,
+    reviews_from_tar_gz, tokenize, ImdbOptions, Review, ACL_IMDB,
+};
+pub use locate::{read_md5_verified, read_verified, ArchiveFile, DataLocator, DatasetFile};
+pub use movielens::{
+    load_movielens_1m, movielens_1m, movielens_datasets, parse_ratings, ratings_from_zip,
+    MovieLensShape, Rating, MOVIELENS_1M,
+};
 
 use crate::error::Result;
 
