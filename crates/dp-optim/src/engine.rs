@@ -522,3 +522,32 @@ pub fn accuracy<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
     }
     Ok(correct as f64 / data.len().max(1) as f64)
 }
+
+/// Root-mean-square error of the softmax expectation `Σₖ k·softmax(z)ₖ` against the label
+/// index — the GDP paper's MovieLens metric (labels are ratings − 1), in batches of 1000.
+pub fn expected_class_rmse<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
+    let size = data.example_size();
+    let classes = data.classes;
+    let mut squared = 0.0f64;
+    for (xs, ys) in data
+        .features
+        .chunks(1000 * size)
+        .zip(data.labels.chunks(1000))
+    {
+        let x = Tensor::from_slice(xs, (ys.len(), size), &Device::Cpu)?;
+        let logits = model.logits(&x)?;
+        for (row, &y) in logits.chunks(classes).zip(ys) {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let weights: Vec<f64> = row.iter().map(|&z| f64::from(z - max).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            let mean = weights
+                .iter()
+                .enumerate()
+                .map(|(k, w)| k as f64 * w)
+                .sum::<f64>()
+                / total;
+            squared += (mean - f64::from(y)).powi(2);
+        }
+    }
+    Ok((squared / data.len().max(1) as f64).sqrt())
+}

@@ -116,3 +116,31 @@ pub fn clt_recalibrated_sigma(
         steps as f64,
     )?)
 }
+
+/// The GDP repository's moments-accountant baseline (`compute_epsilon`,
+/// woodyx218/Deep-Learning-with-GDP-Tensorflow): the RDP of the Poisson-subsampled
+/// Gaussian (Mironov, Talwar & Zhang 2019, §3.3, exact signed series) times
+/// `steps = epochs·n/B` — fractional, as the authors compute it — on their order grid,
+/// converted with the classic bound `ε = min_α RDP(α) + ln(1/δ)/(α − 1)` (Mironov 2017,
+/// Prop. 3). Returns (ε, optimal order).
+pub fn moments_accountant_epsilon(
+    sampling_rate: f64,
+    noise_multiplier: f64,
+    steps: f64,
+    delta: f64,
+) -> (f64, f64) {
+    let orders = OrderGrid::GdpPaper.orders();
+    let rdp: Vec<f64> = orders
+        .iter()
+        .map(|&a| {
+            steps
+                * dp_accounting::rdp::curves::poisson_gaussian(
+                    sampling_rate,
+                    noise_multiplier,
+                    a,
+                    dp_accounting::FractionalSeries::Signed,
+                )
+        })
+        .collect();
+    dp_accounting::rdp::epsilon_from_rdp(&orders, &rdp, delta, dp_accounting::Conversion::Classic)
+}

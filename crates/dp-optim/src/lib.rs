@@ -12,8 +12,8 @@ pub mod gdp;
 mod sampler;
 
 pub use engine::{
-    accuracy, Checkpoint, Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine,
-    StepReport, TrainConfig,
+    accuracy, expected_class_rmse, Checkpoint, Clipping, GradientNormalisation, Optimizer,
+    PrivacyConfig, PrivacyEngine, StepReport, TrainConfig,
 };
 pub use error::{Error, Result};
 pub use sampler::{Sampler, ShuffleState};

@@ -6,6 +6,8 @@ use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, mnist_cnn, Activation};
+mod gdp;
+
 use dp_optim::{
     Clipping, Error, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler,
     TrainConfig,
