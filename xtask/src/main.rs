@@ -1,7 +1,7 @@
-//! Workspace automation: `cargo xtask bench accounting`, and (from issue [4]) `cargo
-//! xtask reproduce`.
+//! Workspace automation: `cargo xtask bench …` and `cargo xtask reproduce …`.
 
 mod bench;
+mod reproduce;
 
 use std::process::ExitCode;
 
@@ -24,22 +24,15 @@ enum Command {
         #[command(subcommand)]
         suite: bench::Suite,
     },
-    /// Reproduce the papers' tables (not built yet: issue [4]).
-    Reproduce {
-        /// Arguments for the future harness.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
+    /// Reproduce the papers' tables and compare them with the published numbers.
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { suite } => bench::run(suite),
-        Command::Reproduce { .. } => Err(anyhow::anyhow!(
-            "`cargo xtask reproduce` is not implemented yet (issue [4] builds the harness); \
-             use `cargo run --release -p dp-cli -- account ...` for accounting"
-        )),
+        Command::Reproduce(args) => reproduce::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

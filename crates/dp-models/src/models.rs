@@ -66,6 +66,40 @@ pub fn mnist_cnn(activation: Activation) -> Result<NetSpec> {
     )
 }
 
+/// The GDP paper's MNIST CNN (Bu et al. 2020; the authors' PyTorch twin of their TF
+/// model, `shared/spec/papers.md` §3.4): Conv(1→16, k8, s2, p3) → ReLU → MaxPool(2, 1) →
+/// Conv(16→32, k4, s2) → ReLU → MaxPool(2, 1) → Flatten(512) → Linear(32) → ReLU →
+/// Linear(10); 26,010 parameters. Feature maps 14 → 13 → 5 → 4, as TF's `'same'` padding.
+pub fn gdp_mnist_cnn() -> Result<NetSpec> {
+    let conv = |out_channels, kernel, padding| LayerSpec::Conv2d {
+        out_channels,
+        kernel,
+        stride: 2,
+        padding,
+    };
+    let pool = LayerSpec::MaxPool {
+        kernel: 2,
+        stride: 1,
+    };
+    NetSpec::new(
+        1,
+        28,
+        28,
+        &[
+            conv(16, 8, 3),
+            LayerSpec::Relu,
+            pool,
+            conv(32, 4, 0),
+            LayerSpec::Relu,
+            pool,
+            LayerSpec::Flatten,
+            LayerSpec::Linear { out_features: 32 },
+            LayerSpec::Relu,
+            LayerSpec::Linear { out_features: 10 },
+        ],
+    )
+}
+
 /// A multilayer perceptron on flat inputs: Linear → act for each hidden width, then a
 /// Linear to `classes`.
 pub fn mlp(

@@ -1,0 +1,279 @@
+//! The checked-in experiment configs (`xtask/reproduce/<paper>/<table>.json`) and
+//! published values (`xtask/reproduce/<paper>/published.json`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// One table of a paper.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TableConfig {
+    /// The table's number in the issue and the report (tables run in this order).
+    pub number: u32,
+    /// File stem and `--only` name.
+    pub id: String,
+    /// Heading.
+    pub title: String,
+    /// What the table shows, for a reader who has not seen the paper.
+    pub caption: String,
+    /// What is computed.
+    pub experiment: Experiment,
+}
+
+/// What a table computes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Experiment {
+    /// Privacy accounting only (no training).
+    Accounting {
+        /// One block of rows per dataset setting.
+        rows: Vec<AccountingRow>,
+    },
+    /// Training runs.
+    Training(Box<TrainingTable>),
+}
+
+/// A dataset setting of the accounting table, reported at several epoch counts.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AccountingRow {
+    /// Row label, e.g. `MNIST`.
+    pub dataset: String,
+    /// Training-set size n.
+    pub n: u64,
+    /// Expected batch size B (p = B/n).
+    pub batch_size: u64,
+    /// σ.
+    pub sigma: f64,
+    /// δ.
+    pub delta: f64,
+    /// Epoch counts (T = epochs·n/B steps, fractional as in the authors' code).
+    pub epochs: Vec<f64>,
+}
+
+/// Which dataset a training table uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DatasetChoice {
+    /// MNIST, 60,000 / 10,000.
+    Mnist,
+    /// UCI Adult, a9a-style 123 features, the authors' last-fold split.
+    Adult,
+    /// IMDB reviews, 10,000 words, length 256.
+    Imdb,
+    /// MovieLens-1M ratings, 80/20 split.
+    Movielens,
+}
+
+/// Which model a training table trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelChoice {
+    /// The GDP paper's MNIST CNN (ReLU, conv1 padding 3 as the PyTorch twin), 26,010
+    /// parameters, fused tier.
+    GdpMnistCnn,
+    /// 123 → 16 → 2 ReLU MLP, fused tier.
+    AdultMlp,
+    /// Embedding(10000, 16) → mean → Dense(16, ReLU) → Dense(2), autograd tier.
+    ImdbEmbeddingAverage,
+    /// GMF(5) + MLP-part(10) embeddings → Dense(5), closed-form per-sample gradients.
+    Ncf,
+}
+
+/// NoisySGD or NoisyAdam.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// Algorithm 1.
+    NoisySgd,
+    /// Algorithm 2 (β₁ 0.9, β₂ 0.999, ξ 1e-8).
+    NoisyAdam,
+}
+
+/// The test metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Metric {
+    /// Test accuracy (%).
+    Accuracy,
+    /// RMSE of the expected rating.
+    Rmse,
+}
+
+impl Metric {
+    /// Column heading.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Metric::Accuracy => "test accuracy (%)",
+            Metric::Rmse => "test RMSE",
+        }
+    }
+}
+
+/// A table of training runs sharing data, model and optimiser settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainingTable {
+    /// Data.
+    pub dataset: DatasetChoice,
+    /// Model.
+    pub model: ModelChoice,
+    /// Update rule.
+    pub algorithm: Algorithm,
+    /// Learning rate η.
+    pub lr: f64,
+    /// Expected batch size B (Poisson rate B/n).
+    pub batch_size: usize,
+    /// Clipping norm R.
+    pub clip: f64,
+    /// δ.
+    pub delta: f64,
+    /// Divide the noisy sum by the realised batch size (the authors' code) or by B.
+    pub realised_batch_normalisation: bool,
+    /// Stop once μ_CLT exceeds this after an epoch (the authors: 2).
+    pub stop_max_mu: Option<f64>,
+    /// Test metric.
+    pub metric: Metric,
+    /// The runs.
+    pub runs: Vec<RunConfig>,
+    /// The smoke profile's reductions.
+    pub smoke: SmokeConfig,
+    /// Curves to plot.
+    #[serde(default)]
+    pub plots: Vec<PlotConfig>,
+    /// Claims of the paper checked on the results.
+    #[serde(default)]
+    pub claims: Vec<ClaimConfig>,
+}
+
+/// One training run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Label in tables and plots (also the `published.json` row).
+    pub label: String,
+    /// σ; `None` trains without privacy (the baseline).
+    pub sigma: Option<f64>,
+    /// Epochs (at most; the μ stop rule may end the run earlier).
+    pub epochs: u32,
+}
+
+/// The smoke profile: the same pipeline on a subset, few epochs.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct SmokeConfig {
+    /// Training examples kept (the first ones).
+    pub train_examples: usize,
+    /// Test examples kept.
+    pub test_examples: usize,
+    /// Epochs of every run.
+    pub epochs: u32,
+}
+
+/// A plot of per-epoch curves.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlotConfig {
+    /// File stem of the SVG.
+    pub file: String,
+    /// Title.
+    pub title: String,
+    /// What is on the y axis.
+    pub y: PlotY,
+    /// Runs drawn (for `epsilon`, the first run's accountants are drawn).
+    pub runs: Vec<String>,
+}
+
+/// The y axis of a plot.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlotY {
+    /// The test metric per epoch, one line per run.
+    Metric,
+    /// ε per epoch under the moments accountant, the CLT and PLD.
+    Epsilon,
+}
+
+/// "`better` ends with a better metric than `worse`".
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClaimConfig {
+    /// The claim in words.
+    pub statement: String,
+    /// The run expected to do better.
+    pub better: String,
+    /// The run expected to do worse.
+    pub worse: String,
+}
+
+/// A published (or reference) value.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PublishedValue {
+    /// Table id.
+    pub table: String,
+    /// Row label.
+    pub row: String,
+    /// Column key.
+    pub column: String,
+    /// The value.
+    pub value: f64,
+    /// Where it comes from (figure, page, repository).
+    pub source: String,
+    /// Allowed absolute difference for "within tolerance".
+    pub tolerance: f64,
+}
+
+/// A paper's published values.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Published {
+    /// Paper id.
+    pub paper: String,
+    /// Full title.
+    pub title: String,
+    /// Citation.
+    pub citation: String,
+    /// The values.
+    pub values: Vec<PublishedValue>,
+}
+
+impl Published {
+    /// The value for (table, row, column), if published.
+    pub fn find(&self, table: &str, row: &str, column: &str) -> Option<&PublishedValue> {
+        self.values
+            .iter()
+            .find(|v| v.table == table && v.row == row && v.column == column)
+    }
+}
+
+/// The directory of the checked-in configs.
+pub fn config_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("reproduce")
+}
+
+/// A paper's tables (in file-name order) and published values.
+pub fn load_paper(paper: &str) -> Result<(Vec<TableConfig>, Published)> {
+    let dir = config_root().join(paper);
+    let read = |path: &Path| -> Result<String> {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    };
+    let published: Published = serde_json::from_str(&read(&dir.join("published.json"))?)
+        .with_context(|| format!("parsing {}/published.json", dir.display()))?;
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.file_name().is_some_and(|n| n != "published.json")
+        })
+        .collect();
+    let mut tables = Vec::new();
+    for path in files {
+        let table: TableConfig = serde_json::from_str(&read(&path)?)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        if path.file_stem().and_then(|s| s.to_str()) != Some(table.id.as_str()) {
+            bail!(
+                "{}: id {:?} differs from the file name",
+                path.display(),
+                table.id
+            );
+        }
+        tables.push(table);
+    }
+    tables.sort_by_key(|t| t.number);
+    Ok((tables, published))
+}

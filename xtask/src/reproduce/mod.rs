@@ -1,0 +1,745 @@
+//! `cargo xtask reproduce`: runs the papers' tables from checked-in configs, caches each
+//! run by the hash of its config, and writes JSON, Markdown and SVG next to a comparison
+//! with the published numbers.
+
+mod accounting;
+mod config;
+mod plot;
+mod report;
+mod training;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use config::{load_paper, AccountingRow, Experiment, PlotY, Published, TableConfig, TrainingTable};
+use plot::{line_plot, Series};
+use report::{fmt, mean_sd, status, Comparison, RunHeader, Status, TableReport};
+use training::{load_data, run_cached, run_key, RunResult};
+
+/// Options of `cargo xtask reproduce`.
+#[derive(Debug, Args)]
+pub struct ReproduceArgs {
+    /// The paper: gdp, sa-dpsgd, dpd, wide, or all.
+    #[arg(default_value = "all")]
+    pub paper: String,
+    /// smoke: every table's pipeline on subsets and few epochs (minutes); full: the
+    /// papers' settings.
+    #[arg(long, value_enum, default_value_t = Profile::Full)]
+    pub profile: Profile,
+    /// Seeds per training run (1..=N); tables report mean ± sd.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u64,
+    /// Output directory (`<out>/<paper>/<table>.{json,md,svg}`, runs cached in
+    /// `<out>/<paper>/runs/`).
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Only this table (its id, e.g. `adult`).
+    #[arg(long)]
+    pub only: Option<String>,
+    /// List the papers and their tables, then exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// How much of each table runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Subsets and few epochs.
+    Smoke,
+    /// The papers' settings.
+    Full,
+}
+
+/// (id, title, the issue that builds it when not built yet).
+const PAPERS: [(&str, &str, Option<&str>); 4] = [
+    (
+        "gdp",
+        "Deep Learning with Gaussian Differential Privacy (Bu, Dong, Long & Su, HDSR 2020)",
+        None,
+    ),
+    (
+        "sa-dpsgd",
+        "SA-DPSGD: Differentially Private SGD with Simulated Annealing",
+        Some("issue [5]"),
+    ),
+    (
+        "dpd",
+        "Differentially Private Dropout (DPD-AC, DPD-zCDP)",
+        Some("issue [6]"),
+    ),
+    (
+        "wide",
+        "Wide Network Learning with Differential Privacy",
+        Some("issue [7]"),
+    ),
+];
+
+/// Entry point.
+pub fn run(args: ReproduceArgs) -> Result<()> {
+    if args.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    if args.list {
+        return list();
+    }
+    let selected: Vec<_> = match args.paper.as_str() {
+        "all" => PAPERS.iter().collect(),
+        id => match PAPERS.iter().find(|p| p.0 == id) {
+            Some(p @ (_, _, None)) => vec![p],
+            Some((_, title, Some(issue))) => {
+                bail!("{title}: not reproducible yet ({issue} builds it)")
+            }
+            None => bail!("unknown paper {id:?}; expected one of gdp, sa-dpsgd, dpd, wide, all"),
+        },
+    };
+    for (id, title, pending) in selected {
+        match pending {
+            Some(issue) => println!("{title}: not reproducible yet ({issue}); skipped"),
+            None => run_paper(id, &args)?,
+        }
+    }
+    Ok(())
+}
+
+fn list() -> Result<()> {
+    for (id, title, pending) in PAPERS {
+        println!("{id}: {title}");
+        match pending {
+            Some(issue) => println!("    (not built yet: {issue})"),
+            None => {
+                for table in load_paper(id)?.0 {
+                    println!(
+                        "    {:<12} table {}: {}",
+                        table.id, table.number, table.title
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn git_commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{commit}-dirty")
+    } else {
+        commit
+    }
+}
+
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<()> {
+    let (tables, published) = load_paper(paper)?;
+    if let Some(only) = &args.only {
+        if !tables.iter().any(|t| &t.id == only) {
+            bail!(
+                "{paper} has no table {only:?}; its tables: {}",
+                tables
+                    .iter()
+                    .map(|t| t.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    let out = args.out.join(paper);
+    std::fs::create_dir_all(&out)?;
+    println!("{}", published.title);
+    let command = format!(
+        "cargo xtask reproduce {paper} --profile {} --seeds {} --out {}{}",
+        match args.profile {
+            Profile::Smoke => "smoke",
+            Profile::Full => "full",
+        },
+        args.seeds,
+        args.out.display(),
+        args.only
+            .as_ref()
+            .map_or(String::new(), |o| format!(" --only {o}"))
+    );
+    let mut summary = Vec::new();
+    for table in tables
+        .iter()
+        .filter(|t| args.only.as_ref().map_or(true, |o| &t.id == o))
+    {
+        let started = Instant::now();
+        let header = |wall_s: f64| RunHeader {
+            command: command.clone(),
+            commit: git_commit(),
+            profile: format!("{:?}", args.profile).to_lowercase(),
+            seeds: (1..=args.seeds).collect(),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            wall_s,
+            started: utc_now(),
+        };
+        println!("\nTable {}: {}", table.number, table.title);
+        let report = match &table.experiment {
+            Experiment::Accounting { rows } => {
+                accounting_report(paper, table, rows, &published, &out, header)?
+            }
+            Experiment::Training(t) => {
+                training_report(paper, table, t, &published, &out, args, header, started)?
+            }
+        };
+        let stem = out.join(&report.table);
+        training::write_atomically(
+            &stem.with_extension("json"),
+            &serde_json::to_vec_pretty(&report)?,
+        )?;
+        training::write_atomically(&stem.with_extension("md"), report.markdown().as_bytes())?;
+        print_comparison(&report);
+        summary.push(report);
+    }
+    write_index(&out, &published, &summary)?;
+    println!("\nWrote {}", out.display());
+    Ok(())
+}
+
+fn print_comparison(report: &TableReport) {
+    for c in &report.comparisons {
+        let ours = match (c.ours, c.ours_sd) {
+            (Some(m), Some(sd)) => format!("{m:.4} ± {sd:.4}"),
+            (m, _) => fmt(m, 4),
+        };
+        println!(
+            "  {:<34} {:<16} paper {:>9}  ours {:>17}  {}",
+            c.row,
+            c.column,
+            c.paper.map_or("—".into(), |v| format!("{v}")),
+            ours,
+            c.status.text()
+        );
+    }
+    for f in &report.findings {
+        println!("  * {f}");
+    }
+    let counts: Vec<String> = report
+        .status_counts()
+        .iter()
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect();
+    println!("  => {}", counts.join(", "));
+}
+
+fn write_index(out: &Path, published: &Published, reports: &[TableReport]) -> Result<()> {
+    let mut text = format!("# {}\n\n{}\n\n", published.title, published.citation);
+    text.push_str("| table | title | comparison | wall (s) |\n|---|---|---|---|\n");
+    for r in reports {
+        let counts: Vec<String> = r
+            .status_counts()
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
+        text.push_str(&format!(
+            "| [{}]({}.md) | {} | {} | {:.0} |\n",
+            r.number,
+            r.table,
+            r.title,
+            counts.join(", "),
+            r.header.wall_s
+        ));
+    }
+    training::write_atomically(&out.join("README.md"), text.as_bytes())
+}
+
+fn compare(
+    published: &Published,
+    table: &str,
+    row: &str,
+    column: &str,
+    values: &[f64],
+) -> Option<Comparison> {
+    let p = published.find(table, row, column)?;
+    let (ours, sd) = mean_sd(values);
+    Some(Comparison {
+        row: row.into(),
+        column: column.into(),
+        paper: Some(p.value),
+        source: Some(p.source.clone()),
+        ours: Some(ours),
+        ours_sd: sd,
+        difference: Some(ours - p.value),
+        status: status(ours, p.value, p.tolerance),
+    })
+}
+
+fn accounting_report(
+    paper: &str,
+    table: &TableConfig,
+    rows: &[AccountingRow],
+    published: &Published,
+    out: &Path,
+    header: impl Fn(f64) -> RunHeader,
+) -> Result<TableReport> {
+    let started = Instant::now();
+    let mut columns: Vec<String> = ["setting", "n", "B", "σ", "δ", "epochs", "T"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    columns.extend(accounting::COLUMNS.iter().map(|c| c.1.to_string()));
+    let (mut body, mut comparisons, mut data, mut plots) = (vec![], vec![], vec![], vec![]);
+    let (mut under, mut total) = (0, 0);
+    for row in rows {
+        let readings = accounting::row_readings(row)?;
+        for (epochs, r) in &readings {
+            let label = accounting::row_label(row, *epochs);
+            let mut cells = vec![
+                row.dataset.clone(),
+                row.n.to_string(),
+                row.batch_size.to_string(),
+                format!("{}", row.sigma),
+                format!("{:e}", row.delta),
+                format!("{epochs}"),
+                format!("{:.1}", r.steps),
+            ];
+            for (key, _) in accounting::COLUMNS {
+                cells.push(fmt(r.get(key), 4));
+                if let Some(c) = compare(
+                    published,
+                    &table.id,
+                    &label,
+                    key,
+                    &[r.get(key).unwrap_or(f64::NAN)],
+                ) {
+                    comparisons.push(c);
+                }
+            }
+            total += 1;
+            if r.eps_clt < r.eps_pld {
+                under += 1;
+            }
+            body.push(cells);
+            data.push(serde_json::json!({"row": label, "readings": r}));
+        }
+        if readings.len() >= 2 {
+            let file = format!(
+                "{}-{}-sigma{}.svg",
+                table.id,
+                row.dataset.to_lowercase().replace(' ', "-"),
+                row.sigma
+            );
+            let line = |label: &str, key: &str, dashed| Series {
+                label: label.into(),
+                points: readings
+                    .iter()
+                    .map(|(e, r)| (*e, r.get(key).unwrap_or(f64::NAN)))
+                    .collect(),
+                dashed,
+            };
+            line_plot(
+                &out.join(&file),
+                &format!(
+                    "{}: ε(δ = {:e}) for σ = {}, B = {}",
+                    row.dataset, row.delta, row.sigma, row.batch_size
+                ),
+                "epochs",
+                "ε",
+                &[
+                    line("moments accountant (RDP, classic)", "eps_ma", false),
+                    line("CLT, Poisson (asymptotic)", "eps_clt", true),
+                    line("PLD (tight)", "eps_pld", false),
+                ],
+            )?;
+            plots.push(file);
+        }
+    }
+    let findings = vec![format!(
+        "The CLT ε is below the tight PLD ε in {under} of {total} settings: the CLT is an \
+         asymptotic approximation, not a bound, and can under-report the privacy spent."
+    )];
+    Ok(TableReport {
+        paper: paper.into(),
+        table: table.id.clone(),
+        number: table.number,
+        title: table.title.clone(),
+        caption: table.caption.clone(),
+        header: header(started.elapsed().as_secs_f64()),
+        columns,
+        rows: body,
+        comparisons,
+        findings,
+        plots,
+        details: vec![],
+        data: serde_json::Value::Array(data),
+    })
+}
+
+/// Per-epoch means over seeds of one run label.
+fn epoch_means(
+    results: &[RunResult],
+    field: impl Fn(&training::EpochRecord) -> Option<f64>,
+) -> Vec<(f64, f64)> {
+    let max_epochs = results.iter().map(|r| r.epochs.len()).max().unwrap_or(0);
+    (0..max_epochs)
+        .filter_map(|i| {
+            let values: Vec<f64> = results
+                .iter()
+                .filter_map(|r| r.epochs.get(i).and_then(&field))
+                .collect();
+            (!values.is_empty()).then(|| ((i + 1) as f64, mean_sd(&values).0))
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn training_report(
+    paper: &str,
+    table: &TableConfig,
+    t: &TrainingTable,
+    published: &Published,
+    out: &Path,
+    args: &ReproduceArgs,
+    header: impl Fn(f64) -> RunHeader,
+    started: Instant,
+) -> Result<TableReport> {
+    let metric_digits = 2;
+    let columns: Vec<String> = [
+        "run",
+        "σ",
+        "seeds",
+        "epochs",
+        "steps",
+        t.metric.heading(),
+        "ε MA (ledger)",
+        "μ CLT",
+        "ε CLT",
+        "ε PLD",
+        "stopped by μ",
+        "wall (s)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let data = match load_data(t.dataset)? {
+        Ok(d) => d,
+        Err(why) => {
+            println!("  {why}");
+            let rows = t
+                .runs
+                .iter()
+                .map(|r| {
+                    let mut row = vec![r.label.clone(), fmt(r.sigma, 3), "data not present".into()];
+                    row.resize(columns.len(), "—".into());
+                    row
+                })
+                .collect();
+            let comparisons = t
+                .runs
+                .iter()
+                .map(|r| Comparison {
+                    row: r.label.clone(),
+                    column: "metric".into(),
+                    paper: published
+                        .find(&table.id, &r.label, "metric")
+                        .map(|p| p.value),
+                    source: published
+                        .find(&table.id, &r.label, "metric")
+                        .map(|p| p.source.clone()),
+                    ours: None,
+                    ours_sd: None,
+                    difference: None,
+                    status: Status::DataNotPresent,
+                })
+                .collect();
+            return Ok(TableReport {
+                paper: paper.into(),
+                table: table.id.clone(),
+                number: table.number,
+                title: table.title.clone(),
+                caption: table.caption.clone(),
+                header: header(started.elapsed().as_secs_f64()),
+                columns,
+                rows,
+                comparisons,
+                findings: vec![format!("Nothing was trained: {why}")],
+                plots: vec![],
+                details: vec![],
+                data: serde_json::Value::Null,
+            });
+        }
+    };
+    let runs_dir = out.join("runs").join(&table.id);
+    let mut by_label: BTreeMap<usize, Vec<RunResult>> = BTreeMap::new();
+    for (i, run) in t.runs.iter().enumerate() {
+        for seed in 1..=args.seeds {
+            let key = run_key(paper, &table.id, t, run, args.profile, seed)?;
+            let (result, cached) = run_cached(&runs_dir, &key, t, run, args.profile, seed, &data)?;
+            let last = result.epochs.last();
+            println!(
+                "  {:<28} seed {seed}: {} {} after {} epochs{}{}",
+                run.label,
+                t.metric.heading(),
+                fmt(last.map(|e| e.metric), metric_digits),
+                result.epochs.len(),
+                last.and_then(|e| e.eps_ma)
+                    .map_or(String::new(), |e| format!(", ε_MA {e:.3}")),
+                if cached { " (cached)" } else { "" }
+            );
+            by_label.entry(i).or_default().push(result);
+        }
+    }
+    let (mut rows, mut comparisons, mut details) = (vec![], vec![], vec![]);
+    let finals = |results: &[RunResult], f: &dyn Fn(&training::EpochRecord) -> Option<f64>| {
+        results
+            .iter()
+            .filter_map(|r| r.epochs.last().and_then(f))
+            .collect::<Vec<f64>>()
+    };
+    let mean_text = |values: &[f64], digits: usize| {
+        if values.is_empty() {
+            return "—".to_string();
+        }
+        match mean_sd(values) {
+            (m, Some(sd)) => format!("{m:.digits$} ± {sd:.digits$}"),
+            (m, None) => format!("{m:.digits$}"),
+        }
+    };
+    for (i, run) in t.runs.iter().enumerate() {
+        let results = &by_label[&i];
+        let metric = finals(results, &|e| Some(e.metric));
+        let eps_ma = finals(results, &|e| e.eps_ma);
+        let mu = finals(results, &|e| e.mu_clt);
+        let eps_clt = finals(results, &|e| e.eps_clt);
+        let eps_pld = finals(results, &|e| e.eps_pld);
+        let epochs: Vec<f64> = results.iter().map(|r| r.epochs.len() as f64).collect();
+        let steps = finals(results, &|e| Some(e.steps as f64));
+        rows.push(vec![
+            run.label.clone(),
+            fmt(run.sigma, 3),
+            results.len().to_string(),
+            mean_text(&epochs, 0),
+            mean_text(&steps, 0),
+            mean_text(&metric, metric_digits),
+            mean_text(&eps_ma, 3),
+            mean_text(&mu, 3),
+            mean_text(&eps_clt, 3),
+            mean_text(&eps_pld, 3),
+            results
+                .iter()
+                .filter(|r| r.stopped_by_mu)
+                .count()
+                .to_string(),
+            mean_text(&results.iter().map(|r| r.wall_s).collect::<Vec<_>>(), 0),
+        ]);
+        comparisons.push(
+            compare(published, &table.id, &run.label, "metric", &metric).unwrap_or(Comparison {
+                row: run.label.clone(),
+                column: "metric".into(),
+                paper: None,
+                source: None,
+                ours: Some(mean_sd(&metric).0),
+                ours_sd: mean_sd(&metric).1,
+                difference: None,
+                status: Status::NotPublished,
+            }),
+        );
+        for (key, values) in [("eps_ma", &eps_ma), ("mu_clt", &mu), ("eps_clt", &eps_clt)] {
+            // Smoke runs train on a subset for fewer epochs: their ε is not the paper's.
+            if !values.is_empty() && args.profile == Profile::Full {
+                comparisons.extend(compare(published, &table.id, &run.label, key, values));
+            }
+        }
+        let per_epoch = |f: fn(&training::EpochRecord) -> Option<f64>| epoch_means(results, f);
+        let (m, l, e1, e2, e3, mu_e) = (
+            per_epoch(|e| Some(e.metric)),
+            per_epoch(|e| Some(e.train_loss)),
+            per_epoch(|e| e.eps_ma),
+            per_epoch(|e| e.eps_clt),
+            per_epoch(|e| e.eps_pld),
+            per_epoch(|e| e.mu_clt),
+        );
+        let lookup = |series: &[(f64, f64)], x: f64| series.iter().find(|p| p.0 == x).map(|p| p.1);
+        let detail_rows = m
+            .iter()
+            .map(|&(x, v)| {
+                vec![
+                    format!("{x}"),
+                    fmt(lookup(&l, x), 4),
+                    fmt(Some(v), metric_digits),
+                    fmt(lookup(&e1, x), 3),
+                    fmt(lookup(&mu_e, x), 3),
+                    fmt(lookup(&e2, x), 3),
+                    fmt(lookup(&e3, x), 3),
+                ]
+            })
+            .collect();
+        details.push((
+            format!("Per epoch: {} (mean over seeds)", run.label),
+            [
+                "epoch",
+                "train loss",
+                t.metric.heading(),
+                "ε MA",
+                "μ CLT",
+                "ε CLT",
+                "ε PLD",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            detail_rows,
+        ));
+    }
+    let label_index = |label: &str| t.runs.iter().position(|r| r.label == label);
+    let mut plots = vec![];
+    for p in &t.plots {
+        let file = format!("{}.svg", p.file);
+        let mut series = vec![];
+        match p.y {
+            PlotY::Metric => {
+                for label in &p.runs {
+                    let i = label_index(label)
+                        .ok_or_else(|| anyhow::anyhow!("plot {}: no run {label:?}", p.file))?;
+                    series.push(Series {
+                        label: label.clone(),
+                        points: epoch_means(&by_label[&i], |e| Some(e.metric)),
+                        dashed: false,
+                    });
+                }
+            }
+            PlotY::Epsilon => {
+                let label = p.runs.first().map(String::as_str).unwrap_or_default();
+                let i = label_index(label)
+                    .ok_or_else(|| anyhow::anyhow!("plot {}: no run {label:?}", p.file))?;
+                let r = &by_label[&i];
+                series.push(Series {
+                    label: "moments accountant (RDP, classic)".into(),
+                    points: epoch_means(r, |e| e.eps_ma),
+                    dashed: false,
+                });
+                series.push(Series {
+                    label: "CLT, Poisson (asymptotic)".into(),
+                    points: epoch_means(r, |e| e.eps_clt),
+                    dashed: true,
+                });
+                series.push(Series {
+                    label: "PLD (tight)".into(),
+                    points: epoch_means(r, |e| e.eps_pld),
+                    dashed: false,
+                });
+            }
+        }
+        let y_label = match p.y {
+            PlotY::Metric => t.metric.heading().to_string(),
+            PlotY::Epsilon => format!("ε at δ = {:e}", t.delta),
+        };
+        line_plot(&out.join(&file), &p.title, "epoch", &y_label, &series)?;
+        plots.push(file);
+    }
+    let mut findings = vec![];
+    if args.profile == Profile::Smoke {
+        findings.push(
+            "Smoke profile: subsets and few epochs, so accuracies and ε are not the paper's settings; ε and μ are not compared."
+                .into(),
+        );
+    }
+    for claim in &t.claims {
+        let (Some(b), Some(w)) = (label_index(&claim.better), label_index(&claim.worse)) else {
+            bail!("claim {:?} names an unknown run", claim.statement);
+        };
+        let (mb, sb) = mean_sd(&finals(&by_label[&b], &|e| Some(e.metric)));
+        let (mw, sw) = mean_sd(&finals(&by_label[&w], &|e| Some(e.metric)));
+        let higher_is_better = t.metric == config::Metric::Accuracy;
+        let held = if higher_is_better { mb > mw } else { mb < mw };
+        let spread = sb.unwrap_or(0.0).max(sw.unwrap_or(0.0));
+        let noise_note = if spread > 0.0 && (mb - mw).abs() <= spread {
+            " — the difference is within one seed standard deviation"
+        } else if spread == 0.0 {
+            " — one seed, so seed noise is not measured"
+        } else {
+            ""
+        };
+        findings.push(format!(
+            "Claim \"{}\": {} ({}: {mb:.2}, {}: {mw:.2}{}){noise_note}.",
+            claim.statement,
+            if held { "held" } else { "did not hold" },
+            claim.better,
+            claim.worse,
+            if args.profile == Profile::Smoke {
+                "; smoke profile, not evidence"
+            } else {
+                ""
+            }
+        ));
+    }
+    let stopped: Vec<&str> = t
+        .runs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| by_label[i].iter().any(|r| r.stopped_by_mu))
+        .map(|(_, r)| r.label.as_str())
+        .collect();
+    if !stopped.is_empty() {
+        findings.push(format!(
+            "Stopped by the authors' μ_CLT > {} rule: {}.",
+            t.stop_max_mu.unwrap_or(f64::NAN),
+            stopped.join(", ")
+        ));
+    }
+    let nonfinite: u64 = by_label
+        .values()
+        .flatten()
+        .map(|r| r.nonfinite_gradients)
+        .sum();
+    if nonfinite > 0 {
+        findings.push(format!(
+            "{nonfinite} non-finite per-example gradients were zeroed (counted, not clipped)."
+        ));
+    }
+    let all_runs: Vec<&RunResult> = by_label.values().flatten().collect();
+    Ok(TableReport {
+        paper: paper.into(),
+        table: table.id.clone(),
+        number: table.number,
+        title: table.title.clone(),
+        caption: table.caption.clone(),
+        header: header(started.elapsed().as_secs_f64()),
+        columns,
+        rows,
+        comparisons,
+        findings,
+        plots,
+        details,
+        data: serde_json::to_value(all_runs)?,
+    })
+}

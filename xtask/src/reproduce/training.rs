@@ -1,0 +1,414 @@
+//! Training runs of a table: data, model, NoisySGD / NoisyAdam through the privacy
+//! engine, per-epoch metric and accounting, resumable through per-epoch checkpoints.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use dp_accounting::gdp::{epsilon_for_mu, mu_poisson};
+use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
+use dp_mechanisms::NoiseSource;
+use dp_models::data::{self, AdultSplit, Dataset, ImdbOptions, MovieLensShape};
+use dp_models::fused::FusedModel;
+use dp_models::models::{adult_mlp, gdp_mnist_cnn, imdb_embedding_average};
+use dp_models::ncf::{NcfModel, NcfShape};
+use dp_models::PrivateModel;
+use dp_optim::gdp::{MuStopRule, NoisyTraining};
+use dp_optim::{
+    accuracy, expected_class_rmse, Checkpoint, GradientNormalisation, PrivacyEngine, Sampler,
+    TrainConfig,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::config::{Algorithm, DatasetChoice, Metric, ModelChoice, RunConfig, TrainingTable};
+use super::Profile;
+
+/// Train and test data of a table.
+pub struct LoadedData {
+    /// Training set.
+    pub train: Dataset,
+    /// Test set.
+    pub test: Dataset,
+    /// MovieLens users/items (NCF only).
+    pub movielens: Option<MovieLensShape>,
+}
+
+/// The dataset, or why it is not present (any other failure is an error).
+pub fn load_data(choice: DatasetChoice) -> Result<std::result::Result<LoadedData, String>> {
+    let loaded = match choice {
+        DatasetChoice::Mnist => data::mnist().map(|(train, test)| (train, test, None)),
+        DatasetChoice::Adult => {
+            data::adult(AdultSplit::LastFoldOfTrain).map(|(train, test)| (train, test, None))
+        }
+        DatasetChoice::Imdb => {
+            data::imdb(ImdbOptions::GDP_PAPER).map(|(train, test)| (train, test, None))
+        }
+        DatasetChoice::Movielens => {
+            data::movielens_1m(100).map(|(train, test, shape)| (train, test, Some(shape)))
+        }
+    };
+    match loaded {
+        Ok((train, test, movielens)) => Ok(Ok(LoadedData {
+            train,
+            test,
+            movielens,
+        })),
+        Err(e @ dp_models::Error::DataNotPresent { .. }) => Ok(Err(e.to_string())),
+        Err(e) => Err(e).context(format!("loading {choice:?}")),
+    }
+}
+
+/// One epoch of one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// 1-based epoch.
+    pub epoch: u32,
+    /// Steps so far.
+    pub steps: u64,
+    /// Mean training loss over the epoch's non-empty batches.
+    pub train_loss: f64,
+    /// Test metric (accuracy in %, or RMSE).
+    pub metric: f64,
+    /// The engine's ledger: classic RDP on the authors' orders, whole steps.
+    pub eps_ma: Option<f64>,
+    /// μ_CLT (Poisson).
+    pub mu_clt: Option<f64>,
+    /// ε of μ_CLT-GDP.
+    pub eps_clt: Option<f64>,
+    /// Tight PLD ε of the same steps.
+    pub eps_pld: Option<f64>,
+    /// Wall seconds since the run started.
+    pub wall_s: f64,
+}
+
+/// A finished run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Hash of everything that determines the run.
+    pub key: String,
+    /// Run label.
+    pub label: String,
+    /// Seed (bit-reproducible runs; not for production).
+    pub seed: u64,
+    /// The commit that trained it.
+    pub commit: String,
+    /// σ (`None`: non-private).
+    pub sigma: Option<f64>,
+    /// Training examples used.
+    pub train_examples: usize,
+    /// Test examples used.
+    pub test_examples: usize,
+    /// Per-epoch records.
+    pub epochs: Vec<EpochRecord>,
+    /// Whether the μ stop rule ended the run.
+    pub stopped_by_mu: bool,
+    /// Per-example gradients that were not finite (zeroed and counted).
+    pub nonfinite_gradients: u64,
+    /// Wall seconds.
+    pub wall_s: f64,
+}
+
+/// What a half-finished run leaves behind to resume from.
+#[derive(Serialize, Deserialize)]
+struct Partial {
+    records: Vec<EpochRecord>,
+    checkpoint: Checkpoint,
+    wall_s: f64,
+}
+
+/// The hash that identifies a run: its table settings, run config, profile and seed.
+pub fn run_key(
+    paper: &str,
+    table_id: &str,
+    table: &TrainingTable,
+    run: &RunConfig,
+    profile: Profile,
+    seed: u64,
+) -> Result<String> {
+    #[derive(Serialize)]
+    struct KeyMaterial<'a> {
+        schema: u32,
+        paper: &'a str,
+        table: &'a str,
+        dataset: DatasetChoice,
+        model: ModelChoice,
+        algorithm: Algorithm,
+        lr: f64,
+        batch_size: usize,
+        clip: f64,
+        delta: f64,
+        realised: bool,
+        stop_max_mu: Option<f64>,
+        run: &'a RunConfig,
+        smoke: Option<super::config::SmokeConfig>,
+        seed: u64,
+    }
+    let material = KeyMaterial {
+        schema: 1,
+        paper,
+        table: table_id,
+        dataset: table.dataset,
+        model: table.model,
+        algorithm: table.algorithm,
+        lr: table.lr,
+        batch_size: table.batch_size,
+        clip: table.clip,
+        delta: table.delta,
+        realised: table.realised_batch_normalisation,
+        stop_max_mu: table.stop_max_mu,
+        run,
+        smoke: (profile == Profile::Smoke).then_some(table.smoke),
+        seed,
+    };
+    let digest = Sha256::digest(serde_json::to_vec(&material)?);
+    Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Runs (or resumes, or reuses) one run; results and checkpoints live in `dir`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_cached(
+    dir: &Path,
+    key: &str,
+    table: &TrainingTable,
+    run: &RunConfig,
+    profile: Profile,
+    seed: u64,
+    data: &LoadedData,
+) -> Result<(RunResult, bool)> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let done = dir.join(format!("{key}.json"));
+    if done.is_file() {
+        let text = std::fs::read_to_string(&done)?;
+        if let Ok(result) = serde_json::from_str::<RunResult>(&text) {
+            return Ok((result, true));
+        }
+    }
+    let partial = dir.join(format!("{key}.partial.json"));
+    let result = train(table, run, profile, seed, data, key, &partial)?;
+    write_atomically(&done, &serde_json::to_vec_pretty(&result)?)?;
+    let _ = std::fs::remove_file(&partial);
+    Ok((result, false))
+}
+
+/// Writes through a temporary file and a rename, so a kill leaves the old file or the new.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp: PathBuf = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+}
+
+fn train(
+    table: &TrainingTable,
+    run: &RunConfig,
+    profile: Profile,
+    seed: u64,
+    data: &LoadedData,
+    key: &str,
+    partial: &Path,
+) -> Result<RunResult> {
+    let (train, test) = match profile {
+        Profile::Full => (data.train.clone(), data.test.clone()),
+        Profile::Smoke => (
+            data.train.truncated(table.smoke.train_examples),
+            data.test.truncated(table.smoke.test_examples),
+        ),
+    };
+    let epochs = match profile {
+        Profile::Full => run.epochs,
+        Profile::Smoke => run.epochs.min(table.smoke.epochs),
+    };
+    let mut noise = NoiseSource::seeded(seed);
+    let run = Run {
+        table,
+        run,
+        seed,
+        epochs,
+        key,
+        partial,
+    };
+    match table.model {
+        ModelChoice::GdpMnistCnn => {
+            let model = FusedModel::new(gdp_mnist_cnn()?, &mut noise)?;
+            run.execute(model, noise, &train, &test, None)
+        }
+        ModelChoice::AdultMlp => {
+            let model = FusedModel::new(adult_mlp()?, &mut noise)?;
+            run.execute(model, noise, &train, &test, None)
+        }
+        ModelChoice::ImdbEmbeddingAverage => {
+            let model =
+                imdb_embedding_average(ImdbOptions::GDP_PAPER.num_words, 16, 16, &mut noise)?;
+            // Bounds the (B, T, T) ghost-norm buffer of the embedding.
+            run.execute(model, noise, &train, &test, Some(64))
+        }
+        ModelChoice::Ncf => {
+            let shape = data
+                .movielens
+                .context("the NCF model needs MovieLens's user and item counts")?;
+            let model = NcfModel::new(
+                NcfShape {
+                    users: shape.users,
+                    items: shape.items,
+                    gmf_dim: 5,
+                    mlp_dim: 10,
+                    classes: 5,
+                },
+                &mut noise,
+            )?;
+            run.execute(model, noise, &train, &test, None)
+        }
+    }
+}
+
+struct Run<'a> {
+    table: &'a TrainingTable,
+    run: &'a RunConfig,
+    seed: u64,
+    epochs: u32,
+    key: &'a str,
+    partial: &'a Path,
+}
+
+impl Run<'_> {
+    fn config(&self, n: usize) -> Result<(TrainConfig, Option<NoisyTraining>)> {
+        let t = self.table;
+        let q = t.batch_size as f64 / n as f64;
+        let normalisation = if t.realised_batch_normalisation {
+            GradientNormalisation::RealisedBatchSize
+        } else {
+            GradientNormalisation::ExpectedBatchSize
+        };
+        let training = NoisyTraining {
+            sampling_rate: q.min(1.0),
+            noise_multiplier: self.run.sigma.unwrap_or(1.0),
+            clip: t.clip,
+            delta: t.delta,
+            normalisation,
+        };
+        let mut config = match t.algorithm {
+            Algorithm::NoisySgd => training.noisy_sgd(t.lr)?,
+            Algorithm::NoisyAdam => training.noisy_adam(t.lr)?,
+        };
+        if self.run.sigma.is_none() {
+            config.privacy = None;
+            config.sampler = Sampler::Poisson {
+                sampling_rate: q.min(1.0),
+            };
+            return Ok((config, None));
+        }
+        Ok((config, Some(training)))
+    }
+
+    fn execute<M: PrivateModel>(
+        &self,
+        model: M,
+        noise: NoiseSource,
+        train: &Dataset,
+        test: &Dataset,
+        physical_batch: Option<usize>,
+    ) -> Result<RunResult> {
+        let n = train.len();
+        let (config, training) = self.config(n)?;
+        let steps_per_epoch = config.sampler.steps_per_epoch(n) as u64;
+        let mut engine = PrivacyEngine::new(model, config, n, noise)?;
+        if let Some(size) = physical_batch {
+            engine.set_physical_batch_size(size)?;
+        }
+        let (mut records, mut previous_wall) = (Vec::new(), 0.0);
+        if let Ok(text) = std::fs::read_to_string(self.partial) {
+            if let Ok(p) = serde_json::from_str::<Partial>(&text) {
+                engine.restore(&p.checkpoint)?;
+                records = p.records;
+                previous_wall = p.wall_s;
+            }
+        }
+        let bar = ProgressBar::new(steps_per_epoch * u64::from(self.epochs));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "  {msg:32} [{bar:30}] {pos}/{len} steps, {elapsed} (eta {eta})",
+            )?
+            .progress_chars("=> "),
+        );
+        bar.set_message(format!("{} (seed {})", self.run.label, self.seed));
+        bar.set_position(engine.steps());
+        let started = Instant::now();
+        let mut stopped_by_mu = false;
+        if let (Some(training), Some(max_mu)) = (&training, self.table.stop_max_mu) {
+            stopped_by_mu =
+                !records.is_empty() && MuStopRule { max_mu }.should_stop(training, engine.steps());
+        }
+        let mut epoch = records.len() as u32;
+        while epoch < self.epochs && !stopped_by_mu {
+            epoch += 1;
+            let (mut loss_sum, mut loss_steps) = (0.0, 0u64);
+            for _ in 0..steps_per_epoch {
+                let report = engine.step(train)?;
+                if report.mean_loss.is_finite() {
+                    loss_sum += report.mean_loss;
+                    loss_steps += 1;
+                }
+                bar.inc(1);
+            }
+            let metric = match self.table.metric {
+                Metric::Accuracy => 100.0 * accuracy(engine.model(), test)?,
+                Metric::Rmse => expected_class_rmse(engine.model(), test)?,
+            };
+            let steps = engine.steps();
+            let (eps_ma, mu_clt, eps_clt, eps_pld) = match &training {
+                None => (None, None, None, None),
+                Some(t) => {
+                    let mu = mu_poisson(t.sampling_rate, t.noise_multiplier, steps as f64);
+                    let mut pld = AccountantKind::Pld
+                        .build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::GdpPaper)?;
+                    pld.compose(
+                        &DpEvent::dp_sgd(t.sampling_rate, t.noise_multiplier, steps),
+                        1,
+                    )?;
+                    (
+                        engine.epsilon()?,
+                        Some(mu),
+                        Some(epsilon_for_mu(t.delta, mu)),
+                        Some(pld.epsilon(t.delta)?),
+                    )
+                }
+            };
+            let wall_s = previous_wall + started.elapsed().as_secs_f64();
+            records.push(EpochRecord {
+                epoch,
+                steps,
+                train_loss: loss_sum / loss_steps.max(1) as f64,
+                metric,
+                eps_ma,
+                mu_clt,
+                eps_clt,
+                eps_pld,
+                wall_s,
+            });
+            if let (Some(t), Some(max_mu)) = (&training, self.table.stop_max_mu) {
+                stopped_by_mu = MuStopRule { max_mu }.should_stop(t, steps);
+            }
+            let partial = Partial {
+                records: records.clone(),
+                checkpoint: engine.checkpoint()?,
+                wall_s,
+            };
+            write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
+        }
+        bar.finish_and_clear();
+        Ok(RunResult {
+            key: self.key.to_string(),
+            label: self.run.label.clone(),
+            seed: self.seed,
+            commit: super::git_commit(),
+            sigma: self.run.sigma,
+            train_examples: n,
+            test_examples: test.len(),
+            stopped_by_mu,
+            nonfinite_gradients: engine.nonfinite_gradients(),
+            wall_s: previous_wall + started.elapsed().as_secs_f64(),
+            epochs: records,
+        })
+    }
+}
