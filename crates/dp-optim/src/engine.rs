@@ -399,6 +399,38 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         })
     }
 
+    /// θ and the optimiser moments, to undo an update (SA-DPSGD's rejections).
+    pub(crate) fn optimizer_snapshot(&self) -> Result<(Vec<f32>, Vec<Vec<f32>>)> {
+        Ok((self.model.parameters()?, self.moments.clone()))
+    }
+
+    /// Puts back a snapshot (the ledger keeps the step: it did touch the data).
+    pub(crate) fn restore_optimizer(&mut self, saved: (Vec<f32>, Vec<Vec<f32>>)) -> Result<()> {
+        self.model.set_parameters(&saved.0)?;
+        self.moments = saved.1;
+        Ok(())
+    }
+
+    /// The indices of the last step's batch.
+    pub(crate) fn last_batch(&self) -> &[usize] {
+        &self.batch
+    }
+
+    /// A batch drawn with the engine's sampler, outside the training sequence.
+    pub(crate) fn draw_extra_batch(&mut self, n: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut shuffle = ShuffleState::default();
+        self.config
+            .sampler
+            .draw(n, &mut self.noise, &mut shuffle, &mut out);
+        out
+    }
+
+    /// A uniform draw from the engine's noise source.
+    pub(crate) fn uniform(&mut self) -> f64 {
+        self.noise.uniform()
+    }
+
     fn apply_update(&mut self, gradient: &[f32]) -> Result<()> {
         let mut theta = self.model.parameters()?;
         match self.config.optimizer {

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod annealing;
 mod engine;
 mod error;
 pub mod gdp;

@@ -6,6 +6,7 @@ use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, mnist_cnn, Activation};
+mod annealing;
 mod gdp;
 
 use dp_optim::{
