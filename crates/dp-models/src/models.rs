@@ -66,6 +66,35 @@ pub fn mnist_cnn(activation: Activation) -> Result<NetSpec> {
     )
 }
 
+/// The CIFAR-10 CNN of Tramèr & Boneh (and Papernot et al.), 550,570 parameters
+/// (`shared/spec/papers.md` §4.4): [Conv3×3(p1) → act] × 2 per block with 32, 64 and 128
+/// channels, MaxPool(2, 2) after each block, Flatten(2048) → Linear(128) → act →
+/// Linear(10).
+pub fn cifar10_cnn(activation: Activation) -> Result<NetSpec> {
+    let act = activation.layer();
+    let conv = |out_channels| LayerSpec::Conv2d {
+        out_channels,
+        kernel: 3,
+        stride: 1,
+        padding: 1,
+    };
+    let pool = LayerSpec::MaxPool {
+        kernel: 2,
+        stride: 2,
+    };
+    let mut layers = Vec::new();
+    for channels in [32, 64, 128] {
+        layers.extend([conv(channels), act, conv(channels), act, pool]);
+    }
+    layers.extend([
+        LayerSpec::Flatten,
+        LayerSpec::Linear { out_features: 128 },
+        act,
+        LayerSpec::Linear { out_features: 10 },
+    ]);
+    NetSpec::new(3, 32, 32, &layers)
+}
+
 /// The GDP paper's MNIST CNN (Bu et al. 2020; the authors' PyTorch twin of their TF
 /// model, `shared/spec/papers.md` §3.4): Conv(1→16, k8, s2, p3) → ReLU → MaxPool(2, 1) →
 /// Conv(16→32, k4, s2) → ReLU → MaxPool(2, 1) → Flatten(512) → Linear(32) → ReLU →

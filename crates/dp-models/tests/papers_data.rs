@@ -302,3 +302,72 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
         Err(Error::InvalidModel(_))
     ));
 }
+
+fn cifar_record(label: u8, fill: u8) -> Vec<u8> {
+    let mut r = vec![label];
+    r.extend(std::iter::repeat(fill).take(3072));
+    r
+}
+
+#[test]
+fn cifar10_fixture_in_the_binary_archive_format() {
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
+    for (i, name) in [
+        "data_batch_1.bin",
+        "data_batch_2.bin",
+        "data_batch_3.bin",
+        "data_batch_4.bin",
+        "data_batch_5.bin",
+        "test_batch.bin",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let bytes = [cifar_record(i as u8, 0), cifar_record(9, 255)].concat();
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(
+                &mut header,
+                format!("cifar-10-batches-bin/{name}"),
+                &bytes[..],
+            )
+            .expect("append");
+    }
+    let archive = builder
+        .into_inner()
+        .and_then(|gz| gz.finish())
+        .expect("tar.gz");
+    let (train, test) =
+        dp_models::data::cifar10_from_tar_gz(&archive, "cifar-10-binary.tar.gz").expect("cifar");
+    assert_eq!((train.len(), test.len()), (10, 2));
+    assert_eq!(train.shape, vec![3, 32, 32]);
+    assert_eq!(&train.labels[..4], &[0, 9, 1, 9]);
+    assert_eq!(test.labels, vec![5, 9]);
+    // Channel planes normalised with Tramèr & Boneh's mean and std: a black pixel of the
+    // red plane is −0.485/0.229, a white pixel of the blue plane (1 − 0.406)/0.225.
+    assert!((train.features[0] + 0.485 / 0.229).abs() < 1e-6);
+    let white_blue = train.features[3072 + 2048];
+    assert!((white_blue - (1.0 - 0.406) / 0.225).abs() < 1e-5);
+    // A truncated batch and an out-of-range label are typed errors.
+    assert!(matches!(
+        dp_models::data::parse_cifar10_records(&[3u8; 100], "x.bin"),
+        Err(Error::CorruptFile { .. })
+    ));
+    assert!(matches!(
+        dp_models::data::parse_cifar10_records(&cifar_record(10, 0), "x.bin"),
+        Err(Error::CorruptFile { .. })
+    ));
+    let empty = DataLocator::new(Some(temp_dir("cifar-empty")), None, false);
+    assert!(matches!(
+        dp_models::data::load_cifar10(&empty),
+        Err(Error::DataNotPresent { .. })
+    ));
+    let spec = dp_models::models::cifar10_cnn(dp_models::models::Activation::Tanh).expect("cnn");
+    assert_eq!(spec.num_params(), 550_570);
+}

@@ -1,6 +1,7 @@
 //! Datasets: where their files are found, and their loaders.
 
 mod adult;
+mod cifar;
 mod idx;
 mod imdb;
 mod locate;
@@ -8,6 +9,9 @@ mod movielens;
 
 pub use adult::{
     adult, load_adult, parse_adult, AdultBinariser, AdultRecord, AdultSplit, ADULT, ADULT_FEATURES,
+};
+pub use cifar::{
+    cifar10, cifar10_from_dir, cifar10_from_tar_gz, load_cifar10, parse_cifar10_records, CIFAR10,
 };
 pub use idx::{load_idx, parse_images, parse_labels, FASHION_MNIST, MNIST};
 pub use imdb::{
