@@ -63,6 +63,10 @@ pub enum DatasetChoice {
     Imdb,
     /// MovieLens-1M ratings, 80/20 split.
     Movielens,
+    /// Fashion-MNIST, 60,000 / 10,000.
+    FashionMnist,
+    /// CIFAR-10 binary version, 50,000 / 10,000, normalised.
+    Cifar10,
 }
 
 /// Which model a training table trains.
@@ -78,6 +82,14 @@ pub enum ModelChoice {
     ImdbEmbeddingAverage,
     /// GMF(5) + MLP-part(10) embeddings → Dense(5), closed-form per-sample gradients.
     Ncf,
+    /// Tramèr & Boneh's MNIST CNN with tanh (26,010 parameters), fused tier.
+    MnistCnnTanh,
+    /// The same CNN with ReLU.
+    MnistCnnRelu,
+    /// Tramèr & Boneh's CIFAR-10 CNN with tanh (550,570 parameters), fused tier.
+    Cifar10CnnTanh,
+    /// The same CNN with ReLU.
+    Cifar10CnnRelu,
 }
 
 /// NoisySGD or NoisyAdam.
@@ -88,6 +100,24 @@ pub enum Algorithm {
     NoisySgd,
     /// Algorithm 2 (β₁ 0.9, β₂ 0.999, ξ 1e-8).
     NoisyAdam,
+    /// DP-SGD with the table's momentum (Abadi et al. 2016).
+    DpSgd,
+    /// SA-DPSGD: DP-SGD plus the simulated-annealing acceptance test; its `epochs` count
+    /// accepted steps, as the paper's budget does.
+    SaDpsgd,
+}
+
+/// How per-example gradients are bounded.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClippingChoice {
+    /// `min(1, R/‖g‖)` with the table's clip R.
+    Flat,
+    /// AUTO-S `g/(‖g‖ + γ)` (Bu et al. 2022), sensitivity 1.
+    AutoS {
+        /// γ.
+        gamma: f64,
+    },
 }
 
 /// The test metric.
@@ -137,6 +167,19 @@ pub struct TrainingTable {
     pub runs: Vec<RunConfig>,
     /// The smoke profile's reductions.
     pub smoke: SmokeConfig,
+    /// SGD momentum for `dp-sgd` and `sa-dpsgd` (0 for the GDP algorithms).
+    #[serde(default)]
+    pub momentum: f64,
+    /// Stop a run before its ε (the ledger's; for SA-DPSGD the paper's accepted-step ε)
+    /// would exceed this; `epochs` stays an upper bound.
+    #[serde(default)]
+    pub target_epsilon: Option<f64>,
+    /// Minimum-ε table: for each accuracy, the smallest ε at which each run first reaches it.
+    #[serde(default)]
+    pub accuracy_targets: Vec<f64>,
+    /// RDP orders of the ledger (default: the GDP authors' grid).
+    #[serde(default)]
+    pub orders: Option<dp_accounting::OrderGrid>,
     /// Curves to plot.
     #[serde(default)]
     pub plots: Vec<PlotConfig>,
@@ -146,7 +189,7 @@ pub struct TrainingTable {
 }
 
 /// One training run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RunConfig {
     /// Label in tables and plots (also the `published.json` row).
     pub label: String,
@@ -154,6 +197,24 @@ pub struct RunConfig {
     pub sigma: Option<f64>,
     /// Epochs (at most; the μ stop rule may end the run earlier).
     pub epochs: u32,
+    /// Overrides of the table's model, algorithm, clipping, learning rate, batch size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelChoice>,
+    /// Algorithm override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<Algorithm>,
+    /// Clipping (default flat at the table's clip).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clipping: Option<ClippingChoice>,
+    /// Learning-rate override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr: Option<f64>,
+    /// Batch-size override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<usize>,
+    /// SA-DPSGD's settings (Q₀, μ₀, energy source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annealing: Option<dp_optim::annealing::AnnealingConfig>,
 }
 
 /// The smoke profile: the same pipeline on a subset, few epochs.
@@ -188,6 +249,9 @@ pub enum PlotY {
     Metric,
     /// ε per epoch under the moments accountant, the CLT and PLD.
     Epsilon,
+    /// The test metric against the ledger's ε (all steps), one line per run: privacy–
+    /// utility curves.
+    MetricVersusEpsilon,
 }
 
 /// "`better` ends with a better metric than `worse`".

@@ -209,7 +209,11 @@ impl TableReport {
                 ]
             })
             .collect();
-        markdown_table(&mut out, &columns, &rows);
+        if rows.is_empty() {
+            let _ = writeln!(out, "_Nothing compared (see the findings)._");
+        } else {
+            markdown_table(&mut out, &columns, &rows);
+        }
         if !self.findings.is_empty() {
             let _ = writeln!(out, "\n## Findings\n");
             for f in &self.findings {

@@ -6,23 +6,30 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use dp_accounting::gdp::{epsilon_for_mu, mu_poisson};
-use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
+use dp_accounting::{
+    calibrate_steps, Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid,
+};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::{self, AdultSplit, Dataset, ImdbOptions, MovieLensShape};
 use dp_models::fused::FusedModel;
-use dp_models::models::{adult_mlp, gdp_mnist_cnn, imdb_embedding_average};
+use dp_models::models::{
+    adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mnist_cnn, Activation,
+};
 use dp_models::ncf::{NcfModel, NcfShape};
 use dp_models::PrivateModel;
+use dp_optim::annealing::{annealed_accounting, AnnealingState};
 use dp_optim::gdp::{MuStopRule, NoisyTraining};
 use dp_optim::{
-    accuracy, expected_class_rmse, Checkpoint, GradientNormalisation, PrivacyEngine, Sampler,
-    TrainConfig,
+    accuracy, expected_class_rmse, Checkpoint, Clipping, GradientNormalisation, Optimizer,
+    PrivacyConfig, PrivacyEngine, Sampler, TrainConfig,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::config::{Algorithm, DatasetChoice, Metric, ModelChoice, RunConfig, TrainingTable};
+use super::config::{
+    Algorithm, ClippingChoice, DatasetChoice, Metric, ModelChoice, RunConfig, TrainingTable,
+};
 use super::Profile;
 
 /// Train and test data of a table.
@@ -45,6 +52,10 @@ pub fn load_data(choice: DatasetChoice) -> Result<std::result::Result<LoadedData
         DatasetChoice::Imdb => {
             data::imdb(ImdbOptions::GDP_PAPER).map(|(train, test)| (train, test, None))
         }
+        DatasetChoice::FashionMnist => {
+            data::fashion_mnist().map(|(train, test)| (train, test, None))
+        }
+        DatasetChoice::Cifar10 => data::cifar10().map(|(train, test)| (train, test, None)),
         DatasetChoice::Movielens => {
             data::movielens_1m(100).map(|(train, test, shape)| (train, test, Some(shape)))
         }
@@ -79,6 +90,12 @@ pub struct EpochRecord {
     pub eps_clt: Option<f64>,
     /// Tight PLD ε of the same steps.
     pub eps_pld: Option<f64>,
+    /// SA-DPSGD: the paper's ε over the accepted steps only (not a sound guarantee).
+    #[serde(default)]
+    pub eps_paper: Option<f64>,
+    /// SA-DPSGD: accepted updates τ so far (iterations are `steps`).
+    #[serde(default)]
+    pub accepted: Option<u64>,
     /// Wall seconds since the run started.
     pub wall_s: f64,
 }
@@ -116,6 +133,8 @@ struct Partial {
     records: Vec<EpochRecord>,
     checkpoint: Checkpoint,
     wall_s: f64,
+    #[serde(default)]
+    annealing: Option<AnnealingState>,
 }
 
 /// The hash that identifies a run: its table settings, run config, profile and seed.
@@ -141,6 +160,12 @@ pub fn run_key(
         delta: f64,
         realised: bool,
         stop_max_mu: Option<f64>,
+        #[serde(skip_serializing_if = "is_zero")]
+        momentum: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        orders: &'a Option<OrderGrid>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        target_epsilon: Option<f64>,
         run: &'a RunConfig,
         smoke: Option<super::config::SmokeConfig>,
         seed: u64,
@@ -158,12 +183,19 @@ pub fn run_key(
         delta: table.delta,
         realised: table.realised_batch_normalisation,
         stop_max_mu: table.stop_max_mu,
+        momentum: table.momentum,
+        orders: &table.orders,
+        target_epsilon: table.target_epsilon,
         run,
         smoke: (profile == Profile::Smoke).then_some(table.smoke),
         seed,
     };
     let digest = Sha256::digest(serde_json::to_vec(&material)?);
     Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 /// Runs (or resumes, or reuses) one run; results and checkpoints live in `dir`.
@@ -220,7 +252,7 @@ fn train(
         Profile::Smoke => run.epochs.min(table.smoke.epochs),
     };
     let mut noise = NoiseSource::seeded(seed);
-    let run = Run {
+    let runner = Run {
         table,
         run,
         seed,
@@ -228,20 +260,38 @@ fn train(
         key,
         partial,
     };
-    match table.model {
+    match run.model.unwrap_or(table.model) {
+        ModelChoice::MnistCnnTanh | ModelChoice::MnistCnnRelu => {
+            let activation = if run.model.unwrap_or(table.model) == ModelChoice::MnistCnnTanh {
+                Activation::Tanh
+            } else {
+                Activation::Relu
+            };
+            let model = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
+            runner.execute(model, noise, &train, &test, None)
+        }
+        ModelChoice::Cifar10CnnTanh | ModelChoice::Cifar10CnnRelu => {
+            let activation = if run.model.unwrap_or(table.model) == ModelChoice::Cifar10CnnTanh {
+                Activation::Tanh
+            } else {
+                Activation::Relu
+            };
+            let model = FusedModel::new(cifar10_cnn(activation)?, &mut noise)?;
+            runner.execute(model, noise, &train, &test, None)
+        }
         ModelChoice::GdpMnistCnn => {
             let model = FusedModel::new(gdp_mnist_cnn()?, &mut noise)?;
-            run.execute(model, noise, &train, &test, None)
+            runner.execute(model, noise, &train, &test, None)
         }
         ModelChoice::AdultMlp => {
             let model = FusedModel::new(adult_mlp()?, &mut noise)?;
-            run.execute(model, noise, &train, &test, None)
+            runner.execute(model, noise, &train, &test, None)
         }
         ModelChoice::ImdbEmbeddingAverage => {
             let model =
                 imdb_embedding_average(ImdbOptions::GDP_PAPER.num_words, 16, 16, &mut noise)?;
             // Bounds the (B, T, T) ghost-norm buffer of the embedding.
-            run.execute(model, noise, &train, &test, Some(64))
+            runner.execute(model, noise, &train, &test, Some(64))
         }
         ModelChoice::Ncf => {
             let shape = data
@@ -257,7 +307,7 @@ fn train(
                 },
                 &mut noise,
             )?;
-            run.execute(model, noise, &train, &test, None)
+            runner.execute(model, noise, &train, &test, None)
         }
     }
 }
@@ -272,33 +322,62 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn config(&self, n: usize) -> Result<(TrainConfig, Option<NoisyTraining>)> {
+    fn algorithm(&self) -> Algorithm {
+        self.run.algorithm.unwrap_or(self.table.algorithm)
+    }
+
+    fn config(&self, n: usize) -> Result<(TrainConfig, NoisyTraining)> {
         let t = self.table;
-        let q = t.batch_size as f64 / n as f64;
+        let batch_size = self.run.batch_size.unwrap_or(t.batch_size);
+        let lr = self.run.lr.unwrap_or(t.lr);
+        let q = (batch_size as f64 / n as f64).min(1.0);
         let normalisation = if t.realised_batch_normalisation {
             GradientNormalisation::RealisedBatchSize
         } else {
             GradientNormalisation::ExpectedBatchSize
         };
+        let (clipping, clip) = match self.run.clipping.unwrap_or(ClippingChoice::Flat) {
+            ClippingChoice::Flat => (Clipping::Flat, t.clip),
+            ClippingChoice::AutoS { gamma } => (Clipping::Automatic, gamma),
+        };
         let training = NoisyTraining {
-            sampling_rate: q.min(1.0),
+            sampling_rate: q,
             noise_multiplier: self.run.sigma.unwrap_or(1.0),
-            clip: t.clip,
+            clip,
             delta: t.delta,
             normalisation,
         };
-        let mut config = match t.algorithm {
-            Algorithm::NoisySgd => training.noisy_sgd(t.lr)?,
-            Algorithm::NoisyAdam => training.noisy_adam(t.lr)?,
+        let mut config = match self.algorithm() {
+            Algorithm::NoisySgd => training.noisy_sgd(lr)?,
+            Algorithm::NoisyAdam => training.noisy_adam(lr)?,
+            Algorithm::DpSgd | Algorithm::SaDpsgd => TrainConfig {
+                sampler: Sampler::Poisson { sampling_rate: q },
+                privacy: Some(PrivacyConfig {
+                    noise_multiplier: training.noise_multiplier,
+                    max_grad_norm: clip,
+                    clipping,
+                    delta: t.delta,
+                    target_epsilon: None,
+                    accountant: AccountantKind::RdpClassic,
+                    orders: OrderGrid::Int2To64,
+                }),
+                optimizer: Optimizer::Sgd {
+                    lr,
+                    momentum: t.momentum,
+                },
+                normalisation,
+            },
         };
+        if let Some(privacy) = config.privacy.as_mut() {
+            privacy.clipping = clipping;
+            if let Some(orders) = &t.orders {
+                privacy.orders = orders.clone();
+            }
+        }
         if self.run.sigma.is_none() {
             config.privacy = None;
-            config.sampler = Sampler::Poisson {
-                sampling_rate: q.min(1.0),
-            };
-            return Ok((config, None));
         }
-        Ok((config, Some(training)))
+        Ok((config, training))
     }
 
     fn execute<M: PrivateModel>(
@@ -311,20 +390,36 @@ impl Run<'_> {
     ) -> Result<RunResult> {
         let n = train.len();
         let (config, training) = self.config(n)?;
-        let steps_per_epoch = config.sampler.steps_per_epoch(n) as u64;
+        let private = config.privacy.is_some();
+        let privacy = config.privacy.clone();
+        let sampler = config.sampler;
+        let steps_per_epoch = sampler.steps_per_epoch(n) as u64;
         let mut engine = PrivacyEngine::new(model, config, n, noise)?;
         if let Some(size) = physical_batch {
             engine.set_physical_batch_size(size)?;
         }
+        let annealed = private && self.algorithm() == Algorithm::SaDpsgd;
+        let annealing = self.run.annealing.unwrap_or_default();
+        let mut state = AnnealingState::default();
         let (mut records, mut previous_wall) = (Vec::new(), 0.0);
         if let Ok(text) = std::fs::read_to_string(self.partial) {
             if let Ok(p) = serde_json::from_str::<Partial>(&text) {
                 engine.restore(&p.checkpoint)?;
                 records = p.records;
                 previous_wall = p.wall_s;
+                state = p.annealing.unwrap_or_default();
             }
         }
-        let bar = ProgressBar::new(steps_per_epoch * u64::from(self.epochs));
+        // SA-DPSGD's budget counts accepted steps; rejected iterations are capped at twice
+        // the budget so a run that never accepts still ends.
+        let mut budget = steps_per_epoch * u64::from(self.epochs);
+        if let (Some(target), Some(p)) = (self.table.target_epsilon, &privacy) {
+            let make = || p.accountant.build(sampler.relation(), &p.orders);
+            let run = |steps| sampler.run_event(n, p.noise_multiplier, steps);
+            budget = budget.min(calibrate_steps(make, run, target, p.delta)?.value);
+        }
+        let max_iterations = if annealed { 3 * budget } else { budget };
+        let bar = ProgressBar::new(max_iterations);
         bar.set_style(
             ProgressStyle::with_template(
                 "  {msg:32} [{bar:30}] {pos}/{len} steps, {elapsed} (eta {eta})",
@@ -334,19 +429,37 @@ impl Run<'_> {
         bar.set_message(format!("{} (seed {})", self.run.label, self.seed));
         bar.set_position(engine.steps());
         let started = Instant::now();
-        let mut stopped_by_mu = false;
-        if let (Some(training), Some(max_mu)) = (&training, self.table.stop_max_mu) {
-            stopped_by_mu =
-                !records.is_empty() && MuStopRule { max_mu }.should_stop(training, engine.steps());
-        }
+        let stop_rule = self
+            .table
+            .stop_max_mu
+            .filter(|_| private)
+            .map(|max_mu| MuStopRule { max_mu });
+        let mut stopped_by_mu = !records.is_empty()
+            && stop_rule.is_some_and(|r| r.should_stop(&training, engine.steps()));
+        let finished = |engine: &PrivacyEngine<M>, state: &AnnealingState, epoch: u32| {
+            if annealed {
+                state.accepted >= budget || engine.steps() >= max_iterations
+            } else {
+                epoch >= self.epochs || engine.steps() >= budget
+            }
+        };
         let mut epoch = records.len() as u32;
-        while epoch < self.epochs && !stopped_by_mu {
+        while !finished(&engine, &state, epoch) && !stopped_by_mu {
             epoch += 1;
             let (mut loss_sum, mut loss_steps) = (0.0, 0u64);
             for _ in 0..steps_per_epoch {
-                let report = engine.step(train)?;
-                if report.mean_loss.is_finite() {
-                    loss_sum += report.mean_loss;
+                let mean_loss = if annealed {
+                    if state.accepted >= budget {
+                        break;
+                    }
+                    engine
+                        .step_annealed(train, None, &annealing, &mut state)?
+                        .mean_loss
+                } else {
+                    engine.step(train)?.mean_loss
+                };
+                if mean_loss.is_finite() {
+                    loss_sum += mean_loss;
                     loss_steps += 1;
                 }
                 bar.inc(1);
@@ -356,23 +469,36 @@ impl Run<'_> {
                 Metric::Rmse => expected_class_rmse(engine.model(), test)?,
             };
             let steps = engine.steps();
-            let (eps_ma, mu_clt, eps_clt, eps_pld) = match &training {
-                None => (None, None, None, None),
-                Some(t) => {
-                    let mu = mu_poisson(t.sampling_rate, t.noise_multiplier, steps as f64);
-                    let mut pld = AccountantKind::Pld
-                        .build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::GdpPaper)?;
-                    pld.compose(
-                        &DpEvent::dp_sgd(t.sampling_rate, t.noise_multiplier, steps),
-                        1,
-                    )?;
-                    (
-                        engine.epsilon()?,
-                        Some(mu),
-                        Some(epsilon_for_mu(t.delta, mu)),
-                        Some(pld.epsilon(t.delta)?),
-                    )
-                }
+            let (eps_ma, mu_clt, eps_clt, eps_pld) = if private {
+                let t = &training;
+                let mu = mu_poisson(t.sampling_rate, t.noise_multiplier, steps as f64);
+                let mut pld = AccountantKind::Pld
+                    .build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::GdpPaper)?;
+                pld.compose(
+                    &DpEvent::dp_sgd(t.sampling_rate, t.noise_multiplier, steps),
+                    1,
+                )?;
+                (
+                    engine.epsilon()?,
+                    Some(mu),
+                    Some(epsilon_for_mu(t.delta, mu)),
+                    Some(pld.epsilon(t.delta)?),
+                )
+            } else {
+                (None, None, None, None)
+            };
+            let (eps_paper, accepted) = if annealed {
+                let a = annealed_accounting(
+                    &sampler,
+                    n,
+                    training.noise_multiplier,
+                    training.delta,
+                    &annealing,
+                    &state,
+                )?;
+                (Some(a.paper_epsilon), Some(state.accepted))
+            } else {
+                (None, None)
             };
             let wall_s = previous_wall + started.elapsed().as_secs_f64();
             records.push(EpochRecord {
@@ -384,15 +510,16 @@ impl Run<'_> {
                 mu_clt,
                 eps_clt,
                 eps_pld,
+                eps_paper,
+                accepted,
                 wall_s,
             });
-            if let (Some(t), Some(max_mu)) = (&training, self.table.stop_max_mu) {
-                stopped_by_mu = MuStopRule { max_mu }.should_stop(t, steps);
-            }
+            stopped_by_mu = stop_rule.is_some_and(|r| r.should_stop(&training, steps));
             let partial = Partial {
                 records: records.clone(),
                 checkpoint: engine.checkpoint()?,
                 wall_s,
+                annealing: annealed.then(|| state.clone()),
             };
             write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
         }
@@ -410,5 +537,105 @@ impl Run<'_> {
             wall_s: previous_wall + started.elapsed().as_secs_f64(),
             epochs: records,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reproduce::config::SmokeConfig;
+
+    fn synthetic() -> LoadedData {
+        let mut noise = NoiseSource::seeded(77);
+        let make = |n: usize, noise: &mut NoiseSource| {
+            let features: Vec<f32> = (0..n * 123)
+                .map(|_| f32::from(noise.uniform() < 0.1))
+                .collect();
+            let labels = (0..n).map(|i| u32::from(features[i * 123] > 0.0)).collect();
+            Dataset {
+                features,
+                labels,
+                shape: vec![123],
+                classes: 2,
+            }
+        };
+        LoadedData {
+            train: make(400, &mut noise),
+            test: make(100, &mut noise),
+            movielens: None,
+        }
+    }
+
+    fn table() -> TrainingTable {
+        TrainingTable {
+            dataset: DatasetChoice::Adult,
+            model: ModelChoice::AdultMlp,
+            algorithm: Algorithm::NoisySgd,
+            lr: 0.15,
+            batch_size: 40,
+            clip: 1.0,
+            delta: 1e-5,
+            realised_batch_normalisation: true,
+            stop_max_mu: Some(2.0),
+            metric: Metric::Accuracy,
+            runs: vec![],
+            smoke: SmokeConfig {
+                train_examples: 400,
+                test_examples: 100,
+                epochs: 3,
+            },
+            momentum: 0.0,
+            orders: None,
+            target_epsilon: None,
+            accuracy_targets: vec![],
+            plots: vec![],
+            claims: vec![],
+        }
+    }
+
+    /// A run interrupted after epoch 1 and resumed from its partial file ends bit-for-bit
+    /// where an uninterrupted run ends (weights, losses, accuracy; ε to 1e-12).
+    #[test]
+    fn an_interrupted_run_resumes_bit_for_bit() -> Result<()> {
+        let dir = std::env::temp_dir().join(format!("xtask-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let (data, table) = (synthetic(), table());
+        let run = |epochs| RunConfig {
+            label: "r".into(),
+            sigma: Some(1.0),
+            epochs,
+            ..RunConfig::default()
+        };
+        let fresh = train(
+            &table,
+            &run(3),
+            Profile::Full,
+            5,
+            &data,
+            "k",
+            &dir.join("a.json"),
+        )?;
+        let partial = dir.join("b.json");
+        let first = train(&table, &run(1), Profile::Full, 5, &data, "k", &partial)?;
+        assert_eq!(first.epochs.len(), 1);
+        let resumed = train(&table, &run(3), Profile::Full, 5, &data, "k", &partial)?;
+        assert_eq!(resumed.epochs.len(), 3);
+        for (a, b) in fresh.epochs.iter().zip(&resumed.epochs) {
+            assert_eq!(
+                (a.steps, a.train_loss.to_bits(), a.metric.to_bits()),
+                (b.steps, b.train_loss.to_bits(), b.metric.to_bits())
+            );
+            // The ledger is replayed as (event, count) on restore: the RDP sum is grouped
+            // differently, which may move ε by an ulp.
+            let (ea, eb) = (a.eps_ma.unwrap_or(f64::NAN), b.eps_ma.unwrap_or(f64::NAN));
+            assert!((ea - eb).abs() <= 1e-12 * ea, "{ea} vs {eb}");
+        }
+        // A finished run is reused, not repeated.
+        let (_, cached) = run_cached(&dir, "k2", &table, &run(1), Profile::Full, 5, &data)?;
+        let (again, reused) = run_cached(&dir, "k2", &table, &run(1), Profile::Full, 5, &data)?;
+        assert!(!cached && reused);
+        assert_eq!(again.epochs.len(), 1);
+        Ok(())
     }
 }
