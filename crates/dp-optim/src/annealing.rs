@@ -16,7 +16,7 @@
 //! [`AnnealedAccounting::conservative_is_sound`] reports. The paper's τ-step ε is
 //! available beside it, labelled as the paper's claim.
 
-use dp_accounting::{Accountant, AccountantKind, NeighbouringRelation, OrderGrid};
+use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 use dp_models::data::Dataset;
 use dp_models::loss::cross_entropy;
 use dp_models::PrivateModel;
@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::sampler::Sampler;
 
 /// Where the energy J(w_new) is evaluated (the paper does not say).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EnergySource {
     /// The minibatch the update was computed on (cheapest; private data).
@@ -37,6 +37,20 @@ pub enum EnergySource {
     FreshBatch,
     /// A held-out public set passed to [`PrivacyEngine::step_annealed`].
     Public,
+    /// A privatised test on private data, as the authors' later DPSUR work does: a fresh
+    /// Poisson batch (rate q), per-example loss differences `ℓᵢ(w_new) − ℓᵢ(w_old)`
+    /// clipped to [−C_v, C_v], their sum plus `N(0, σ_v²C_v²)`, divided by the expected
+    /// batch size. The sum has sensitivity C_v under add/remove-one, so each test is a
+    /// Poisson-subsampled Gaussian mechanism with noise multiplier σ_v, charged to the
+    /// ledger; the decision is post-processing of it.
+    Privatised {
+        /// Sampling rate of the validation batch.
+        sampling_rate: f64,
+        /// C_v.
+        clip: f64,
+        /// σ_v.
+        noise_multiplier: f64,
+    },
 }
 
 /// Which earlier energy ΔE is measured against.
@@ -168,6 +182,32 @@ pub struct AnnealedStep {
     pub mean_loss: f64,
 }
 
+/// Per-example cross-entropy of `model` on the examples `indices` of `data`.
+fn example_losses<M: PrivateModel>(
+    model: &M,
+    data: &Dataset,
+    indices: &[usize],
+) -> Result<Vec<f64>> {
+    let size = data.example_size();
+    let mut out = Vec::with_capacity(indices.len());
+    for chunk in indices.chunks(1000) {
+        let mut features = Vec::with_capacity(chunk.len() * size);
+        let mut labels = Vec::with_capacity(chunk.len());
+        for &i in chunk {
+            features.extend_from_slice(&data.features[i * size..][..size]);
+            labels.push(data.labels[i]);
+        }
+        let x = candle_core::Tensor::from_vec(
+            features,
+            (chunk.len(), size),
+            &candle_core::Device::Cpu,
+        )?;
+        let (losses, _) = cross_entropy(&model.logits(&x)?, &labels, data.classes);
+        out.extend(losses.iter().map(|&l| f64::from(l)));
+    }
+    Ok(out)
+}
+
 /// Mean cross-entropy of `model` on the examples `indices` of `data` (all if `None`).
 fn mean_energy<M: PrivateModel>(
     model: &M,
@@ -218,26 +258,70 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         state: &mut AnnealingState,
     ) -> Result<AnnealedStep> {
         let saved = self.optimizer_snapshot()?;
+        // The privatised test compares old and new losses on one fresh batch.
+        let validation = match config.energy {
+            EnergySource::Privatised {
+                sampling_rate,
+                clip,
+                noise_multiplier,
+            } => {
+                if !(sampling_rate > 0.0
+                    && sampling_rate <= 1.0
+                    && clip > 0.0
+                    && noise_multiplier > 0.0)
+                {
+                    return Err(Error::InvalidConfig(format!(
+                        "privatised acceptance needs q in (0, 1], C_v > 0 and σ_v > 0, got \
+                         {sampling_rate}, {clip}, {noise_multiplier}"
+                    )));
+                }
+                let batch = self.draw_with(Sampler::Poisson { sampling_rate }, data.len());
+                let before = example_losses(self.model(), data, &batch)?;
+                Some((batch, before, sampling_rate, clip, noise_multiplier))
+            }
+            _ => None,
+        };
         let report = self.step(data)?;
-        let energy = match config.energy {
-            EnergySource::SameBatch => mean_energy(self.model(), data, Some(self.last_batch()))?,
-            EnergySource::FreshBatch => {
-                let batch = self.draw_extra_batch(data.len());
-                mean_energy(self.model(), data, Some(&batch))?
+        let (energy, delta_energy) = match validation {
+            Some((batch, before, q, clip, sigma)) => {
+                let after = example_losses(self.model(), data, &batch)?;
+                let sum: f64 = before
+                    .iter()
+                    .zip(&after)
+                    .map(|(b, a)| (a - b).clamp(-clip, clip))
+                    .sum();
+                let noisy = (sum + self.gaussian(sigma * clip)) / (q * data.len() as f64).max(1.0);
+                self.charge(&DpEvent::dp_sgd(q, sigma, 1))?;
+                (f64::NAN, Some(noisy))
             }
-            EnergySource::Public => {
-                let public = public.ok_or_else(|| {
-                    Error::InvalidConfig("public energy needs a public dataset".into())
-                })?;
-                mean_energy(self.model(), public, None)?
+            None => {
+                let energy = match config.energy {
+                    EnergySource::SameBatch => {
+                        mean_energy(self.model(), data, Some(self.last_batch()))?
+                    }
+                    EnergySource::FreshBatch => {
+                        let batch = self.draw_extra_batch(data.len());
+                        mean_energy(self.model(), data, Some(&batch))?
+                    }
+                    EnergySource::Public => {
+                        let public = public.ok_or_else(|| {
+                            Error::InvalidConfig("public energy needs a public dataset".into())
+                        })?;
+                        mean_energy(self.model(), public, None)?
+                    }
+                    EnergySource::Privatised { .. } => unreachable!("handled above"),
+                };
+                let reference = match config.reference {
+                    EnergyReference::LastAccepted => state.accepted_energy,
+                    EnergyReference::PreviousIteration => state.previous_energy,
+                };
+                // An empty batch has no energy: no information (ΔE unknown).
+                (
+                    energy,
+                    reference.filter(|_| energy.is_finite()).map(|r| energy - r),
+                )
             }
         };
-        let reference = match config.reference {
-            EnergyReference::LastAccepted => state.accepted_energy,
-            EnergyReference::PreviousIteration => state.previous_energy,
-        };
-        // An empty batch has no energy: treat it as no information (ΔE unknown).
-        let delta_energy = reference.filter(|_| energy.is_finite()).map(|r| energy - r);
         let u = self.uniform();
         let decision = decide(config, state, delta_energy, u);
         state.iterations += 1;
@@ -271,10 +355,11 @@ pub struct AnnealedAccounting {
     /// The paper's Theorem 1: the sampled Gaussian over the τ accepted steps, classic
     /// conversion, α ∈ {2..64}. Not a valid guarantee with private energy.
     pub paper_epsilon: f64,
-    /// Every iteration t charged (the engine's ledger convention), same accountant.
+    /// The engine's ledger: every iteration t, plus every privatised acceptance test.
     pub all_steps_epsilon: f64,
-    /// Whether `all_steps_epsilon` is a DP guarantee: only when the energy reads public
-    /// data; with private energy the acceptance bits add an unbounded cost.
+    /// Whether `all_steps_epsilon` is a DP guarantee: when the energy reads public data
+    /// or the test is privatised; with private, un-noised energy the acceptance bits add
+    /// an unbounded cost.
     pub conservative_is_sound: bool,
 }
 
@@ -287,13 +372,23 @@ pub fn annealed_accounting(
     config: &AnnealingConfig,
     state: &AnnealingState,
 ) -> Result<AnnealedAccounting> {
-    let epsilon = |steps: u64| -> Result<f64> {
+    let epsilon = |steps: u64, tests: u64| -> Result<f64> {
         if steps == 0 {
             return Ok(0.0);
         }
         let mut a = AccountantKind::RdpClassic
             .build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::Int2To64)?;
         a.compose(&sampler.run_event(dataset_size, noise_multiplier, steps), 1)?;
+        if let EnergySource::Privatised {
+            sampling_rate,
+            noise_multiplier,
+            ..
+        } = config.energy
+        {
+            if tests > 0 {
+                a.compose(&DpEvent::dp_sgd(sampling_rate, noise_multiplier, tests), 1)?;
+            }
+        }
         Ok(a.epsilon(delta)?)
     };
     if !matches!(sampler, Sampler::Poisson { .. }) {
@@ -302,8 +397,11 @@ pub fn annealed_accounting(
         ));
     }
     Ok(AnnealedAccounting {
-        paper_epsilon: epsilon(state.accepted)?,
-        all_steps_epsilon: epsilon(state.iterations)?,
-        conservative_is_sound: config.energy == EnergySource::Public,
+        paper_epsilon: epsilon(state.accepted, 0)?,
+        all_steps_epsilon: epsilon(state.iterations, state.iterations)?,
+        conservative_is_sound: matches!(
+            config.energy,
+            EnergySource::Public | EnergySource::Privatised { .. }
+        ),
     })
 }

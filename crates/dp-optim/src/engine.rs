@@ -418,12 +418,31 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     /// A batch drawn with the engine's sampler, outside the training sequence.
     pub(crate) fn draw_extra_batch(&mut self, n: usize) -> Vec<usize> {
+        self.draw_with(self.config.sampler, n)
+    }
+
+    /// A batch drawn with `sampler` from the engine's noise source.
+    pub(crate) fn draw_with(&mut self, sampler: Sampler, n: usize) -> Vec<usize> {
         let mut out = Vec::new();
         let mut shuffle = ShuffleState::default();
-        self.config
-            .sampler
-            .draw(n, &mut self.noise, &mut shuffle, &mut out);
+        sampler.draw(n, &mut self.noise, &mut shuffle, &mut out);
         out
+    }
+
+    /// Charges an extra event (e.g. a privatised acceptance test) to the ledger; an
+    /// error for non-private runs, since nothing would record it.
+    pub(crate) fn charge(&mut self, event: &dp_accounting::DpEvent) -> Result<()> {
+        match &mut self.accountant {
+            Some(a) => Ok(a.compose(event, 1)?),
+            None => Err(Error::InvalidConfig(
+                "a private test in a non-private run has no ledger to charge".into(),
+            )),
+        }
+    }
+
+    /// Adds Gaussian noise of standard deviation `std` to `value`.
+    pub(crate) fn gaussian(&mut self, std: f64) -> f64 {
+        std * self.noise.standard_normal()
     }
 
     /// A uniform draw from the engine's noise source.

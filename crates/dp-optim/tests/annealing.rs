@@ -169,3 +169,72 @@ fn paper_accountant_reproduces_the_table_1_budgets() -> dp_optim::Result<()> {
     }
     Ok(())
 }
+
+/// The privatised acceptance test is charged to the ledger at every iteration, and the
+/// ledger then agrees with the sound all-steps accountant.
+#[test]
+fn privatised_acceptance_is_charged_and_sound() -> dp_optim::Result<()> {
+    let n = 300;
+    let mut data_noise = NoiseSource::seeded(8);
+    let features: Vec<f32> = (0..n * 8).map(|_| data_noise.uniform() as f32).collect();
+    let labels = (0..n).map(|i| u32::from(features[i * 8] > 0.5)).collect();
+    let data = dp_models::data::Dataset {
+        features,
+        labels,
+        shape: vec![8],
+        classes: 2,
+    };
+    let mut noise = NoiseSource::seeded(13);
+    let model = FusedModel::new(mlp(8, &[8], 2, Activation::Tanh)?, &mut noise)?;
+    let mut config = dp_optim::gdp::NoisyTraining {
+        sampling_rate: 0.1,
+        noise_multiplier: 1.5,
+        clip: 1.0,
+        delta: 1e-5,
+        normalisation: dp_optim::GradientNormalisation::ExpectedBatchSize,
+    }
+    .noisy_sgd(0.3)?;
+    if let Some(p) = config.privacy.as_mut() {
+        p.orders = dp_accounting::OrderGrid::Int2To64;
+    }
+    let mut engine = dp_optim::PrivacyEngine::new(model, config, n, noise)?;
+    let annealing = AnnealingConfig {
+        energy: EnergySource::Privatised {
+            sampling_rate: 0.1,
+            clip: 0.5,
+            noise_multiplier: 2.0,
+        },
+        ..AnnealingConfig::default()
+    };
+    let mut state = AnnealingState::default();
+    for _ in 0..20 {
+        let step = engine.step_annealed(&data, None, &annealing, &mut state)?;
+        assert!(step.delta_energy.is_some_and(f64::is_finite));
+    }
+    let sound = annealed_accounting(
+        &Sampler::Poisson { sampling_rate: 0.1 },
+        n,
+        1.5,
+        1e-5,
+        &annealing,
+        &state,
+    )?;
+    assert!(sound.conservative_is_sound);
+    let ledger = engine.epsilon()?.expect("private");
+    assert!(
+        (ledger - sound.all_steps_epsilon).abs() < 1e-9 * ledger,
+        "{ledger} vs {}",
+        sound.all_steps_epsilon
+    );
+    assert!(sound.all_steps_epsilon > sound.paper_epsilon);
+    let bad = AnnealingConfig {
+        energy: EnergySource::Privatised {
+            sampling_rate: 0.1,
+            clip: 0.0,
+            noise_multiplier: 2.0,
+        },
+        ..AnnealingConfig::default()
+    };
+    assert!(engine.step_annealed(&data, None, &bad, &mut state).is_err());
+    Ok(())
+}
