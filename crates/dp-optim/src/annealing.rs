@@ -208,13 +208,13 @@ fn example_losses<M: PrivateModel>(
     Ok(out)
 }
 
-/// Mean cross-entropy of `model` on the examples `indices` of `data` (all if `None`).
+/// Mean cross-entropy of `model` on the examples `indices` of `data` (all if `None`);
+/// NaN for no examples.
 fn mean_energy<M: PrivateModel>(
     model: &M,
     data: &Dataset,
     indices: Option<&[usize]>,
 ) -> Result<f64> {
-    let size = data.example_size();
     let all: Vec<usize>;
     let indices = match indices {
         Some(i) => i,
@@ -223,27 +223,8 @@ fn mean_energy<M: PrivateModel>(
             &all
         }
     };
-    if indices.is_empty() {
-        return Ok(f64::NAN);
-    }
-    let mut total = 0.0f64;
-    for chunk in indices.chunks(1000) {
-        let mut features = Vec::with_capacity(chunk.len() * size);
-        let mut labels = Vec::with_capacity(chunk.len());
-        for &i in chunk {
-            features.extend_from_slice(&data.features[i * size..][..size]);
-            labels.push(data.labels[i]);
-        }
-        let x = candle_core::Tensor::from_vec(
-            features,
-            (chunk.len(), size),
-            &candle_core::Device::Cpu,
-        )?;
-        let logits = model.logits(&x)?;
-        let (losses, _) = cross_entropy(&logits, &labels, data.classes);
-        total += losses.iter().map(|&l| f64::from(l)).sum::<f64>();
-    }
-    Ok(total / indices.len() as f64)
+    let losses = example_losses(model, data, indices)?;
+    Ok(losses.iter().sum::<f64>() / losses.len() as f64)
 }
 
 impl<M: PrivateModel> PrivacyEngine<M> {

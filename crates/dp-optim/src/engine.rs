@@ -554,40 +554,43 @@ impl Checkpoint {
     }
 }
 
-/// Accuracy of `model` on `data`, in batches of 1000.
-pub fn accuracy<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
+/// Calls `visit(logits, labels)` for `data` in batches of 1000 examples.
+fn for_each_logit_batch<M: PrivateModel>(
+    model: &M,
+    data: &Dataset,
+    mut visit: impl FnMut(&[f32], &[u32]),
+) -> Result<()> {
     let size = data.example_size();
-    let mut correct = 0usize;
     for (xs, ys) in data
         .features
         .chunks(1000 * size)
         .zip(data.labels.chunks(1000))
     {
         let x = Tensor::from_slice(xs, (ys.len(), size), &Device::Cpu)?;
-        let logits = model.logits(&x)?;
-        correct += argmax_rows(&logits, data.classes)
+        visit(&model.logits(&x)?, ys);
+    }
+    Ok(())
+}
+
+/// Accuracy of `model` on `data`.
+pub fn accuracy<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
+    let mut correct = 0usize;
+    for_each_logit_batch(model, data, |logits, labels| {
+        correct += argmax_rows(logits, data.classes)
             .iter()
-            .zip(ys)
+            .zip(labels)
             .filter(|(p, y)| p == y)
             .count();
-    }
+    })?;
     Ok(correct as f64 / data.len().max(1) as f64)
 }
 
 /// Root-mean-square error of the softmax expectation `Σₖ k·softmax(z)ₖ` against the label
-/// index — the GDP paper's MovieLens metric (labels are ratings − 1), in batches of 1000.
+/// index — the GDP paper's MovieLens metric (labels are ratings − 1).
 pub fn expected_class_rmse<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
-    let size = data.example_size();
-    let classes = data.classes;
     let mut squared = 0.0f64;
-    for (xs, ys) in data
-        .features
-        .chunks(1000 * size)
-        .zip(data.labels.chunks(1000))
-    {
-        let x = Tensor::from_slice(xs, (ys.len(), size), &Device::Cpu)?;
-        let logits = model.logits(&x)?;
-        for (row, &y) in logits.chunks(classes).zip(ys) {
+    for_each_logit_batch(model, data, |logits, labels| {
+        for (row, &y) in logits.chunks(data.classes).zip(labels) {
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let weights: Vec<f64> = row.iter().map(|&z| f64::from(z - max).exp()).collect();
             let total: f64 = weights.iter().sum();
@@ -599,6 +602,6 @@ pub fn expected_class_rmse<M: PrivateModel>(model: &M, data: &Dataset) -> Result
                 / total;
             squared += (mean - f64::from(y)).powi(2);
         }
-    }
+    })?;
     Ok((squared / data.len().max(1) as f64).sqrt())
 }

@@ -53,15 +53,7 @@ fn acceptance_rule_of_equation_3() {
 #[test]
 fn rejected_updates_are_undone_and_every_iteration_is_charged() -> dp_optim::Result<()> {
     let n = 300;
-    let mut data_noise = NoiseSource::seeded(4);
-    let features: Vec<f32> = (0..n * 8).map(|_| data_noise.uniform() as f32).collect();
-    let labels = (0..n).map(|i| u32::from(features[i * 8] > 0.5)).collect();
-    let data = dp_models::data::Dataset {
-        features,
-        labels,
-        shape: vec![8],
-        classes: 2,
-    };
+    let data = super::toy_data(n, &mut NoiseSource::seeded(4));
     let mut noise = NoiseSource::seeded(12);
     let model = FusedModel::new(mlp(8, &[8], 2, Activation::Tanh)?, &mut noise)?;
     let training = dp_optim::gdp::NoisyTraining {
@@ -175,15 +167,7 @@ fn paper_accountant_reproduces_the_table_1_budgets() -> dp_optim::Result<()> {
 #[test]
 fn privatised_acceptance_is_charged_and_sound() -> dp_optim::Result<()> {
     let n = 300;
-    let mut data_noise = NoiseSource::seeded(8);
-    let features: Vec<f32> = (0..n * 8).map(|_| data_noise.uniform() as f32).collect();
-    let labels = (0..n).map(|i| u32::from(features[i * 8] > 0.5)).collect();
-    let data = dp_models::data::Dataset {
-        features,
-        labels,
-        shape: vec![8],
-        classes: 2,
-    };
+    let data = super::toy_data(n, &mut NoiseSource::seeded(8));
     let mut noise = NoiseSource::seeded(13);
     let model = FusedModel::new(mlp(8, &[8], 2, Activation::Tanh)?, &mut noise)?;
     let mut config = dp_optim::gdp::NoisyTraining {

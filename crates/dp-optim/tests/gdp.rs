@@ -83,15 +83,7 @@ fn the_mu_stop_rule_ends_adult_after_epoch_18() {
 #[test]
 fn realised_batch_normalisation_divides_by_the_drawn_batch() -> dp_optim::Result<()> {
     let n = 200;
-    let mut data_noise = NoiseSource::seeded(3);
-    let features: Vec<f32> = (0..n * 8).map(|_| data_noise.uniform() as f32).collect();
-    let labels = (0..n).map(|i| u32::from(features[i * 8] > 0.5)).collect();
-    let data = dp_models::data::Dataset {
-        features,
-        labels,
-        shape: vec![8],
-        classes: 2,
-    };
+    let data = super::toy_data(n, &mut NoiseSource::seeded(3));
     let run = |normalisation| -> dp_optim::Result<(Vec<f32>, Vec<f32>, usize)> {
         let training = NoisyTraining {
             sampling_rate: 0.3,

@@ -389,19 +389,18 @@ fn accounting_report(
          asymptotic approximation, not a bound, and can under-report the privacy spent."
     )];
     Ok(TableReport {
-        paper: paper.into(),
-        table: table.id.clone(),
-        number: table.number,
-        title: table.title.clone(),
-        caption: table.caption.clone(),
-        header: header(started.elapsed().as_secs_f64()),
-        columns,
-        rows: body,
         comparisons,
         findings,
         plots,
         details: vec![],
         data: serde_json::Value::Array(data),
+        ..TableReport::for_table(
+            paper,
+            table,
+            header(started.elapsed().as_secs_f64()),
+            columns,
+            body,
+        )
     })
 }
 
@@ -491,19 +490,18 @@ fn training_report(
                 })
                 .collect();
             return Ok(TableReport {
-                paper: paper.into(),
-                table: table.id.clone(),
-                number: table.number,
-                title: table.title.clone(),
-                caption: table.caption.clone(),
-                header: header(started.elapsed().as_secs_f64()),
-                columns,
-                rows,
                 comparisons,
                 findings: vec![format!("Nothing was trained: {why}")],
                 plots: vec![],
                 details: vec![],
                 data: serde_json::Value::Null,
+                ..TableReport::for_table(
+                    paper,
+                    table,
+                    header(started.elapsed().as_secs_f64()),
+                    columns,
+                    rows,
+                )
             });
         }
     };
@@ -834,19 +832,18 @@ fn training_report(
     }
     let all_runs: Vec<&RunResult> = by_label.values().flatten().collect();
     Ok(TableReport {
-        paper: paper.into(),
-        table: table.id.clone(),
-        number: table.number,
-        title: table.title.clone(),
-        caption: table.caption.clone(),
-        header: header(started.elapsed().as_secs_f64()),
-        columns,
-        rows,
         comparisons,
         findings,
         plots,
         details,
         data: serde_json::to_value(all_runs)?,
+        ..TableReport::for_table(
+            paper,
+            table,
+            header(started.elapsed().as_secs_f64()),
+            columns,
+            rows,
+        )
     })
 }
 

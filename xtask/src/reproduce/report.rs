@@ -157,6 +157,31 @@ fn markdown_table(out: &mut String, columns: &[String], rows: &[Vec<String>]) {
 }
 
 impl TableReport {
+    /// A report of `table` with its rows and nothing else yet.
+    pub fn for_table(
+        paper: &str,
+        table: &super::config::TableConfig,
+        header: RunHeader,
+        columns: Vec<String>,
+        rows: Vec<Vec<String>>,
+    ) -> Self {
+        TableReport {
+            paper: paper.into(),
+            table: table.id.clone(),
+            number: table.number,
+            title: table.title.clone(),
+            caption: table.caption.clone(),
+            header,
+            columns,
+            rows,
+            comparisons: vec![],
+            findings: vec![],
+            plots: vec![],
+            details: vec![],
+            data: serde_json::Value::Null,
+        }
+    }
+
     /// The Markdown page of the table.
     pub fn markdown(&self) -> String {
         let mut out = String::new();

@@ -6,10 +6,9 @@
 //! 0.406) and standard deviation (0.229, 0.224, 0.225) that Tramèr & Boneh's code (and so
 //! SA-DPSGD) uses (`shared/spec/papers.md` §4.4); images stay NCHW.
 
-use std::io::Read;
 use std::path::Path;
 
-use super::locate::{ArchiveFile, DataLocator};
+use super::locate::{tar_gz_files, ArchiveFile, DataLocator};
 use super::Dataset;
 use crate::error::{Error, Result};
 
@@ -94,29 +93,7 @@ fn split(files: Vec<(String, Vec<u8>)>, name: &str) -> Result<(Dataset, Dataset)
 
 /// (train, test) from the bytes of `cifar-10-binary.tar.gz`.
 pub fn cifar10_from_tar_gz(bytes: &[u8], name: &str) -> Result<(Dataset, Dataset)> {
-    let corrupt = |reason: String| Error::CorruptFile {
-        path: name.into(),
-        reason,
-    };
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
-    let mut files = Vec::new();
-    for entry in archive.entries().map_err(|e| corrupt(e.to_string()))? {
-        let mut entry = entry.map_err(|e| corrupt(e.to_string()))?;
-        let path = entry
-            .path()
-            .map_err(|e| corrupt(e.to_string()))?
-            .to_string_lossy()
-            .into_owned();
-        if !path.ends_with(".bin") {
-            continue;
-        }
-        let mut content = Vec::new();
-        entry
-            .read_to_end(&mut content)
-            .map_err(|e| corrupt(format!("{path}: {e}")))?;
-        files.push((path, content));
-    }
-    split(files, name)
+    split(tar_gz_files(bytes, name, |p| p.ends_with(".bin"))?, name)
 }
 
 /// (train, test) from an unpacked `cifar-10-batches-bin/` directory.

@@ -11,10 +11,9 @@
 //! archive (or its unpacked `aclImdb/` directory).
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::Path;
 
-use super::locate::{ArchiveFile, DataLocator};
+use super::locate::{tar_gz_files, ArchiveFile, DataLocator};
 use super::Dataset;
 use crate::error::{Error, Result};
 
@@ -76,26 +75,15 @@ fn review_from_path(path: &str, text: String) -> Option<Review> {
 
 /// The labelled reviews of an `aclImdb_v1.tar.gz` archive (gzip-compressed tar bytes).
 pub fn reviews_from_tar_gz(bytes: &[u8], name: &str) -> Result<Vec<Review>> {
-    let corrupt = |reason: String| Error::CorruptFile {
-        path: name.into(),
-        reason,
-    };
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
-    let mut reviews = Vec::new();
-    for entry in archive.entries().map_err(|e| corrupt(e.to_string()))? {
-        let mut entry = entry.map_err(|e| corrupt(e.to_string()))?;
-        let path = entry
-            .path()
-            .map_err(|e| corrupt(e.to_string()))?
-            .to_string_lossy()
-            .into_owned();
-        if review_from_path(&path, String::new()).is_none() {
-            continue;
-        }
-        let mut text = String::new();
-        entry
-            .read_to_string(&mut text)
-            .map_err(|e| corrupt(format!("{path}: {e}")))?;
+    let files = tar_gz_files(bytes, name, |p| {
+        review_from_path(p, String::new()).is_some()
+    })?;
+    let mut reviews = Vec::with_capacity(files.len());
+    for (path, content) in files {
+        let text = String::from_utf8(content).map_err(|_| Error::CorruptFile {
+            path: name.into(),
+            reason: format!("{path} is not UTF-8 text"),
+        })?;
         reviews.extend(review_from_path(&path, text));
     }
     reviews.sort_by(|a, b| a.path.cmp(&b.path));

@@ -261,3 +261,34 @@ fn fetch(
         .map_err(|e| format!("renaming into {}: {e}", target.display()))?;
     Ok(target)
 }
+
+/// The files of a gzip-compressed tar archive whose path `keep` accepts, as (path, bytes).
+pub(crate) fn tar_gz_files(
+    bytes: &[u8],
+    name: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    let corrupt = |reason: String| Error::CorruptFile {
+        path: name.into(),
+        reason,
+    };
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let mut files = Vec::new();
+    for entry in archive.entries().map_err(|e| corrupt(e.to_string()))? {
+        let mut entry = entry.map_err(|e| corrupt(e.to_string()))?;
+        let path = entry
+            .path()
+            .map_err(|e| corrupt(e.to_string()))?
+            .to_string_lossy()
+            .into_owned();
+        if !keep(&path) {
+            continue;
+        }
+        let mut content = Vec::new();
+        entry
+            .read_to_end(&mut content)
+            .map_err(|e| corrupt(format!("{path}: {e}")))?;
+        files.push((path, content));
+    }
+    Ok(files)
+}
