@@ -125,24 +125,9 @@ fn list() -> Result<()> {
     Ok(())
 }
 
+/// The commit the binary was built from (`-dirty` when tracked files differed from it).
 fn git_commit() -> String {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty =
-        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-    if dirty {
-        format!("{commit}-dirty")
-    } else {
-        commit
-    }
+    env!("XTASK_BUILD_COMMIT").to_string()
 }
 
 fn utc_now() -> String {
@@ -212,6 +197,8 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<()> {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             wall_s,
             started: started_at.clone(),
+            runs_wall_s: None,
+            run_commits: vec![],
         };
         println!("\nTable {}: {}", table.number, table.title);
         let report = match &table.experiment {
@@ -831,19 +818,18 @@ fn training_report(
         ));
     }
     let all_runs: Vec<&RunResult> = by_label.values().flatten().collect();
+    let mut run_header = header(started.elapsed().as_secs_f64());
+    run_header.runs_wall_s = Some(all_runs.iter().map(|r| r.wall_s).sum());
+    run_header.run_commits = all_runs.iter().map(|r| r.commit.clone()).collect();
+    run_header.run_commits.sort();
+    run_header.run_commits.dedup();
     Ok(TableReport {
         comparisons,
         findings,
         plots,
         details,
         data: serde_json::to_value(all_runs)?,
-        ..TableReport::for_table(
-            paper,
-            table,
-            header(started.elapsed().as_secs_f64()),
-            columns,
-            rows,
-        )
+        ..TableReport::for_table(paper, table, run_header, columns, rows)
     })
 }
 

@@ -51,6 +51,11 @@ pub struct RunHeader {
     pub wall_s: f64,
     /// UTC start time.
     pub started: String,
+    /// Training tables: the runs' own wall times summed (cached runs included), and the
+    /// commits that trained them.
+    pub runs_wall_s: Option<f64>,
+    /// Distinct commits of the runs in the table.
+    pub run_commits: Vec<String>,
 }
 
 /// One comparison cell.
@@ -193,6 +198,14 @@ impl TableReport {
             "_Produced by `{}` at commit `{}` ({} profile, seeds {:?}, {} threads, {:.0} s wall, started {})._\n",
             h.command, h.commit, h.profile, h.seeds, h.threads, h.wall_s, h.started
         );
+        if let Some(total) = h.runs_wall_s {
+            let _ = writeln!(
+                out,
+                "_The training runs took {total:.0} s in all (runs reused from the cache keep \
+                 their own times), trained at commit {}._\n",
+                h.run_commits.join(", ")
+            );
+        }
         let _ = writeln!(out, "## Our results\n");
         markdown_table(&mut out, &self.columns, &self.rows);
         let _ = writeln!(out, "\n## Paper versus ours\n");
