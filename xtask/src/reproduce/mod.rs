@@ -44,6 +44,10 @@ pub struct ReproduceArgs {
     /// List the papers and their tables, then exit.
     #[arg(long)]
     pub list: bool,
+    /// Train nothing: report the runs already finished in `--out` and mark the others
+    /// "not run" (for a reproduction stopped part-way).
+    #[arg(long)]
+    pub cached_only: bool,
 }
 
 /// How much of each table runs.
@@ -497,7 +501,18 @@ fn training_report(
     for (i, run) in t.runs.iter().enumerate() {
         for seed in 1..=args.seeds {
             let key = run_key(paper, &table.id, t, run, args.profile, seed)?;
-            let (result, cached) = run_cached(&runs_dir, &key, t, run, args.profile, seed, &data)?;
+            let entry = by_label.entry(i).or_default();
+            let (result, cached) = if args.cached_only {
+                match training::cached_result(&runs_dir, &key) {
+                    Some(r) => (r, true),
+                    None => {
+                        println!("  {:<28} seed {seed}: not run (--cached-only)", run.label);
+                        continue;
+                    }
+                }
+            } else {
+                run_cached(&runs_dir, &key, t, run, args.profile, seed, &data)?
+            };
             let last = result.epochs.last();
             println!(
                 "  {:<28} seed {seed}: {} {} after {} epochs{}{}",
@@ -509,7 +524,7 @@ fn training_report(
                     .map_or(String::new(), |e| format!(", ε_MA {e:.3}")),
                 if cached { " (cached)" } else { "" }
             );
-            by_label.entry(i).or_default().push(result);
+            entry.push(result);
         }
     }
     let (mut rows, mut comparisons, mut details) = (vec![], vec![], vec![]);
@@ -530,6 +545,12 @@ fn training_report(
     };
     for (i, run) in t.runs.iter().enumerate() {
         let results = &by_label[&i];
+        if results.is_empty() {
+            let mut row = vec![run.label.clone(), fmt(run.sigma, 3), "not run".into()];
+            row.resize(columns.len(), "—".into());
+            rows.push(row);
+            continue;
+        }
         let metric = finals(results, &|e| Some(e.metric));
         let eps_ma = finals(results, &|e| e.eps_ma);
         let mu = finals(results, &|e| e.mu_clt);
@@ -713,6 +734,10 @@ fn training_report(
                 t.metric.heading().to_string(),
             ),
         };
+        series.retain(|s| !s.points.is_empty());
+        if series.is_empty() {
+            continue;
+        }
         line_plot(&out.join(&file), &p.title, &x_label, &y_label, &series)?;
         plots.push(file);
     }
@@ -727,6 +752,13 @@ fn training_report(
         let (Some(b), Some(w)) = (label_index(&claim.better), label_index(&claim.worse)) else {
             bail!("claim {:?} names an unknown run", claim.statement);
         };
+        if by_label[&b].is_empty() || by_label[&w].is_empty() {
+            findings.push(format!(
+                "Claim \"{}\": not checked, its runs have not all run.",
+                claim.statement
+            ));
+            continue;
+        }
         let (mb, sb) = mean_sd(&finals(&by_label[&b], &|e| Some(e.metric)));
         let (mw, sw) = mean_sd(&finals(&by_label[&w], &|e| Some(e.metric)));
         let higher_is_better = t.metric == config::Metric::Accuracy;
@@ -756,7 +788,7 @@ fn training_report(
         // The paper's Table 3: the smallest ε at which each method first reaches a target.
         let mut target_rows = Vec::new();
         for (i, run) in t.runs.iter().enumerate() {
-            if run.sigma.is_none() {
+            if run.sigma.is_none() || by_label[&i].is_empty() {
                 continue;
             }
             let metric = epoch_means(&by_label[&i], |e| Some(e.metric));

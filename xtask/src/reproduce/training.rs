@@ -210,18 +210,21 @@ pub fn run_cached(
     data: &LoadedData,
 ) -> Result<(RunResult, bool)> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let done = dir.join(format!("{key}.json"));
-    if done.is_file() {
-        let text = std::fs::read_to_string(&done)?;
-        if let Ok(result) = serde_json::from_str::<RunResult>(&text) {
-            return Ok((result, true));
-        }
+    if let Some(result) = cached_result(dir, key) {
+        return Ok((result, true));
     }
+    let done = dir.join(format!("{key}.json"));
     let partial = dir.join(format!("{key}.partial.json"));
     let result = train(table, run, profile, seed, data, key, &partial)?;
     write_atomically(&done, &serde_json::to_vec_pretty(&result)?)?;
     let _ = std::fs::remove_file(&partial);
     Ok((result, false))
+}
+
+/// The finished run `key` in `dir`, if any.
+pub fn cached_result(dir: &Path, key: &str) -> Option<RunResult> {
+    let text = std::fs::read_to_string(dir.join(format!("{key}.json"))).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// Writes through a temporary file and a rename, so a kill leaves the old file or the new.
