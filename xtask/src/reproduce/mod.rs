@@ -186,7 +186,6 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<()> {
             .as_ref()
             .map_or(String::new(), |o| format!(" --only {o}"))
     );
-    let mut summary = Vec::new();
     for table in tables
         .iter()
         .filter(|t| args.only.as_ref().map_or(true, |o| &t.id == o))
@@ -220,9 +219,8 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<()> {
         )?;
         training::write_atomically(&stem.with_extension("md"), report.markdown().as_bytes())?;
         print_comparison(&report);
-        summary.push(report);
     }
-    write_index(&out, &published, &summary)?;
+    write_index(&out, &published, &tables)?;
     println!("\nWrote {}", out.display());
     Ok(())
 }
@@ -253,22 +251,49 @@ fn print_comparison(report: &TableReport) {
     println!("  => {}", counts.join(", "));
 }
 
-fn write_index(out: &Path, published: &Published, reports: &[TableReport]) -> Result<()> {
+/// The paper's index: every table of its config, with what `out` holds for it (tables
+/// written by earlier `--only` invocations included).
+fn write_index(out: &Path, published: &Published, tables: &[TableConfig]) -> Result<()> {
     let mut text = format!("# {}\n\n{}\n\n", published.title, published.citation);
-    text.push_str("| table | title | comparison | wall (s) |\n|---|---|---|---|\n");
-    for r in reports {
-        let counts: Vec<String> = r
-            .status_counts()
-            .iter()
-            .map(|(s, n)| format!("{n} {s}"))
-            .collect();
+    text.push_str(
+        "| table | title | profile, seeds | comparison | training wall (s) |\n|---|---|---|---|---|\n",
+    );
+    for table in tables {
+        let report: Option<serde_json::Value> =
+            std::fs::read_to_string(out.join(format!("{}.json", table.id)))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok());
+        let Some(r) = report else {
+            text.push_str(&format!(
+                "| {} | {} | not run yet | — | — |\n",
+                table.number, table.title
+            ));
+            continue;
+        };
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for c in r["comparisons"].as_array().into_iter().flatten() {
+            let status = c["status"].as_str().unwrap_or("?").replace('-', " ");
+            *counts.entry(status).or_default() += 1;
+        }
+        let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        let header = &r["header"];
+        let wall = header["runs_wall_s"]
+            .as_f64()
+            .or_else(|| header["wall_s"].as_f64())
+            .unwrap_or(f64::NAN);
         text.push_str(&format!(
-            "| [{}]({}.md) | {} | {} | {:.0} |\n",
-            r.number,
-            r.table,
-            r.title,
-            counts.join(", "),
-            r.header.wall_s
+            "| [{}]({}.md) | {} | {}, {} seed(s) | {} | {:.0} |\n",
+            table.number,
+            table.id,
+            table.title,
+            header["profile"].as_str().unwrap_or("?"),
+            header["seeds"].as_array().map_or(0, Vec::len),
+            if counts.is_empty() {
+                "nothing compared".to_string()
+            } else {
+                counts.join(", ")
+            },
+            wall
         ));
     }
     training::write_atomically(&out.join("README.md"), text.as_bytes())
