@@ -53,22 +53,26 @@ impl Readings {
     }
 }
 
+/// The tight ε of `steps` Poisson-subsampled Gaussian steps (PLD, add-or-remove-one).
+pub fn pld_epsilon(q: f64, sigma: f64, steps: u64, delta: f64) -> Result<f64> {
+    let mut pld =
+        AccountantKind::Pld.build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::GdpPaper)?;
+    pld.compose(&DpEvent::dp_sgd(q, sigma, steps), 1)?;
+    pld.epsilon(delta)
+        .with_context(|| format!("PLD at q {q}, σ {sigma}, {steps} steps"))
+}
+
 /// All readings for sampling rate q, σ, T steps and δ.
 pub fn readings(q: f64, sigma: f64, steps: f64, delta: f64) -> Result<Readings> {
     let (eps_ma, _) = moments_accountant_epsilon(q, sigma, steps, delta);
     let mu = mu_poisson(q, sigma, steps);
-    let mut pld =
-        AccountantKind::Pld.build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::GdpPaper)?;
-    pld.compose(&DpEvent::dp_sgd(q, sigma, steps.ceil() as u64), 1)?;
     Ok(Readings {
         steps,
         eps_ma,
         mu_clt: mu,
         eps_clt: epsilon_for_mu(delta, mu),
         eps_clt_uniform: epsilon_for_mu(delta, mu_uniform(q, sigma, steps)),
-        eps_pld: pld
-            .epsilon(delta)
-            .with_context(|| format!("PLD at q {q}, σ {sigma}, {steps} steps"))?,
+        eps_pld: pld_epsilon(q, sigma, steps.ceil() as u64, delta)?,
         sigma_tilde: recalibrate_sigma(eps_ma, delta, q, steps)?,
     })
 }

@@ -6,9 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use dp_accounting::gdp::{epsilon_for_mu, mu_poisson};
-use dp_accounting::{
-    calibrate_steps, Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid,
-};
+use dp_accounting::{calibrate_steps, AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::{self, AdultSplit, Dataset, ImdbOptions, MovieLensShape};
 use dp_models::fused::FusedModel;
@@ -475,17 +473,16 @@ impl Run<'_> {
             let (eps_ma, mu_clt, eps_clt, eps_pld) = if private {
                 let t = &training;
                 let mu = mu_poisson(t.sampling_rate, t.noise_multiplier, steps as f64);
-                let mut pld = AccountantKind::Pld
-                    .build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::GdpPaper)?;
-                pld.compose(
-                    &DpEvent::dp_sgd(t.sampling_rate, t.noise_multiplier, steps),
-                    1,
-                )?;
                 (
                     engine.epsilon()?,
                     Some(mu),
                     Some(epsilon_for_mu(t.delta, mu)),
-                    Some(pld.epsilon(t.delta)?),
+                    Some(super::accounting::pld_epsilon(
+                        t.sampling_rate,
+                        t.noise_multiplier,
+                        steps,
+                        t.delta,
+                    )?),
                 )
             } else {
                 (None, None, None, None)
