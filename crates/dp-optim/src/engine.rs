@@ -263,6 +263,58 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         self.steps
     }
 
+    /// Sets the learning rate of the update rule from the next step on (step-size
+    /// schedules). The rate is not part of the privacy analysis: the update is a
+    /// post-processing of the noisy sum.
+    pub fn set_learning_rate(&mut self, lr: f64) -> Result<()> {
+        if !(lr.is_finite() && lr >= 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "learning rate {lr} must be finite and >= 0"
+            )));
+        }
+        match &mut self.config.optimizer {
+            Optimizer::Sgd { lr: current, .. } | Optimizer::Adam { lr: current, .. } => {
+                *current = lr;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets σ from the next step on; the ledger records every step with its own σ. Refused
+    /// for non-private runs and when a budget is set, since the step limit that enforces
+    /// the budget was computed for the initial σ.
+    pub fn set_noise_multiplier(&mut self, noise_multiplier: f64) -> Result<()> {
+        if !(noise_multiplier.is_finite() && noise_multiplier > 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "noise multiplier {noise_multiplier} must be > 0"
+            )));
+        }
+        match &mut self.config.privacy {
+            None => Err(Error::InvalidConfig(
+                "a non-private run has no noise multiplier to change".into(),
+            )),
+            Some(p) if p.target_epsilon.is_some() => Err(Error::InvalidConfig(
+                "the noise multiplier cannot change under a budget (its step limit assumes the initial one)"
+                    .into(),
+            )),
+            Some(p) => {
+                p.noise_multiplier = noise_multiplier;
+                Ok(())
+            }
+        }
+    }
+
+    /// The configuration in force (after any schedule changes).
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// The model's parameters and the engine's noise source, for update rules layered on
+    /// the engine (DPD's prior term, Gaussian weight dropout).
+    pub(crate) fn model_and_noise(&mut self) -> (&M, &mut NoiseSource) {
+        (&self.model, &mut self.noise)
+    }
+
     /// The largest number of steps the budget allows (`None`: no budget).
     pub fn max_steps(&self) -> Option<u64> {
         self.max_steps
@@ -555,7 +607,7 @@ impl Checkpoint {
 }
 
 /// Calls `visit(logits, labels)` for `data` in batches of 1000 examples.
-fn for_each_logit_batch<M: PrivateModel>(
+pub(crate) fn for_each_logit_batch<M: PrivateModel>(
     model: &M,
     data: &Dataset,
     mut visit: impl FnMut(&[f32], &[u32]),

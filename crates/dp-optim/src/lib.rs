@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod annealing;
+pub mod dpd;
 mod engine;
 mod error;
 pub mod gdp;

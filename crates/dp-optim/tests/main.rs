@@ -7,6 +7,7 @@ use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, mnist_cnn, Activation};
 mod annealing;
+mod dpd;
 mod gdp;
 
 use dp_optim::{
