@@ -32,6 +32,8 @@ pub enum Experiment {
     },
     /// Training runs.
     Training(Box<TrainingTable>),
+    /// DPD's per-iteration budgets under each reading, and modern ε of the same noise.
+    DpdAccounting(Box<super::dpd::DpdAccountingConfig>),
 }
 
 /// A dataset setting of the accounting table, reported at several epoch counts.
@@ -90,6 +92,9 @@ pub enum ModelChoice {
     Cifar10CnnTanh,
     /// The same CNN with ReLU.
     Cifar10CnnRelu,
+    /// 784 → 1000 (ReLU) → 10 MLP (Abadi et al. 2016's MNIST network without PCA; the DPD
+    /// stand-in), 795,010 parameters, fused tier.
+    MnistMlp1000,
 }
 
 /// NoisySGD or NoisyAdam.
@@ -105,6 +110,60 @@ pub enum Algorithm {
     /// SA-DPSGD: DP-SGD plus the simulated-annealing acceptance test; its `epochs` count
     /// accepted steps, as the paper's budget does.
     SaDpsgd,
+    /// DPD (differentially private dropout): SGLD-form steps, noise 2Cσ on the clipped sum,
+    /// σ calibrated from the run's `dpd` budget.
+    Dpd,
+    /// Non-private SGD with Gaussian weight dropout `θ ⊙ (1 + √α ξ)` (the run's
+    /// `gaussian_dropout` α).
+    GaussianDropout,
+}
+
+/// How a training table draws its batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplerChoice {
+    /// Poisson with rate B/n; ledger under add/remove neighbours.
+    #[default]
+    Poisson,
+    /// Uniform batches of exactly B; ledger under replace-one neighbours (Wang, Balle &
+    /// Kasiviswanathan 2019).
+    FixedSize,
+}
+
+/// A Robbins–Monro learning-rate decay `lr·(1 + t/decay_steps)^(−power)` for every run of
+/// the table.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LrDecay {
+    /// t₀ in steps.
+    pub decay_steps: f64,
+    /// γ ∈ (0.5, 1].
+    pub power: f64,
+}
+
+/// The DPD settings shared by a table's DPD runs (`shared/spec/papers.md` §2).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DpdTableConfig {
+    /// δ′ of advanced composition (and of the zCDP conversion).
+    pub delta_prime: f64,
+    /// Amplification bound.
+    pub amplification: dp_accounting::Amplification,
+    /// σ from (ε_iter, δ_iter): classic (the paper's formula, ε_iter < 1) or analytic.
+    pub gaussian: dp_optim::dpd::GaussianCalibration,
+    /// Gaussian prior precision λ (0: no prior).
+    #[serde(default)]
+    pub prior_precision: f64,
+    /// Noise on the clipped sum (default) or, literally, on the parameter update.
+    #[serde(default)]
+    pub placement: dp_optim::dpd::NoisePlacement,
+}
+
+/// A DPD run's budget.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DpdRunConfig {
+    /// ε_tot.
+    pub epsilon_total: f64,
+    /// AC or zCDP.
+    pub composition: dp_optim::dpd::DpdComposition,
 }
 
 /// How per-example gradients are bounded.
@@ -186,6 +245,19 @@ pub struct TrainingTable {
     /// Claims of the paper checked on the results.
     #[serde(default)]
     pub claims: Vec<ClaimConfig>,
+    /// Batch sampling (default Poisson).
+    #[serde(default)]
+    pub sampler: SamplerChoice,
+    /// Learning-rate decay applied to every run (default: constant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr_decay: Option<LrDecay>,
+    /// DPD settings, for tables with DPD runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpd: Option<DpdTableConfig>,
+    /// Also report the posterior-predictive accuracy: softmax averaged over the last K
+    /// iterates (SGLD's predictive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictive_iterates: Option<usize>,
 }
 
 /// One training run.
@@ -215,6 +287,31 @@ pub struct RunConfig {
     /// SA-DPSGD's settings (Q₀, μ₀, energy source).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annealing: Option<dp_optim::annealing::AnnealingConfig>,
+    /// DPD's budget (σ is calibrated from it; `sigma` must be unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpd: Option<DpdRunConfig>,
+    /// Calibrate σ so that the ledger's ε (RDP, classic conversion) of the whole run is
+    /// this at the table's δ (`sigma` must be unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrate_epsilon: Option<f64>,
+    /// α of the non-private Gaussian weight-dropout baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gaussian_dropout: Option<f64>,
+    /// Curve name in budget plots (default: the label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
+}
+
+impl RunConfig {
+    /// Whether the run is private (σ given or calibrated).
+    pub fn is_private(&self) -> bool {
+        self.sigma.is_some() || self.dpd.is_some() || self.calibrate_epsilon.is_some()
+    }
+
+    /// The ε the run was calibrated to, if any.
+    pub fn target_epsilon(&self) -> Option<f64> {
+        self.dpd.map(|d| d.epsilon_total).or(self.calibrate_epsilon)
+    }
 }
 
 /// The smoke profile: the same pipeline on a subset, few epochs.
@@ -252,6 +349,9 @@ pub enum PlotY {
     /// The test metric against the ledger's ε (all steps), one line per run: privacy–
     /// utility curves.
     MetricVersusEpsilon,
+    /// The final test metric against each run's target ε, one line per `series`;
+    /// non-private runs as flat dashed lines.
+    MetricVersusBudget,
 }
 
 /// "`better` ends with a better metric than `worse`".

@@ -4,6 +4,7 @@
 
 mod accounting;
 mod config;
+mod dpd;
 mod plot;
 mod report;
 mod training;
@@ -74,8 +75,8 @@ const PAPERS: [(&str, &str, Option<&str>); 4] = [
     ),
     (
         "dpd",
-        "Differentially Private Dropout (DPD-AC, DPD-zCDP)",
-        Some("issue [6]"),
+        "Differentially Private Dropout (Ermis & Cemgil 2017): DPD-AC, DPD-zCDP — stand-in protocol",
+        None,
     ),
     (
         "wide",
@@ -208,6 +209,7 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<()> {
             Experiment::Accounting { rows } => {
                 accounting_report(paper, table, rows, &published, &out, header)?
             }
+            Experiment::DpdAccounting(c) => dpd::accounting_report(paper, table, c, header)?,
             Experiment::Training(t) => {
                 training_report(paper, table, t, &published, &out, args, header, started)?
             }
@@ -248,7 +250,11 @@ fn print_comparison(report: &TableReport) {
         .iter()
         .map(|(s, n)| format!("{n} {s}"))
         .collect();
-    println!("  => {}", counts.join(", "));
+    if counts.is_empty() {
+        println!("  => nothing compared (no published values for this table)");
+    } else {
+        println!("  => {}", counts.join(", "));
+    }
 }
 
 /// The paper's index: every table of its config, with what `out` holds for it (tables
@@ -470,6 +476,18 @@ fn training_report(
     .iter()
     .map(|s| s.to_string())
     .collect();
+    let dpd_table = t.dpd.is_some();
+    if dpd_table {
+        for c in [
+            "ε target (DPD's accounting, or RDP for DP-SGD)",
+            "DPD ε_iter",
+            "DPD σ",
+            "median α, first layer (final θ)",
+            "posterior predictive (%)",
+        ] {
+            columns.push(c.into());
+        }
+    }
     if annealed {
         columns.push("ε paper (accepted steps only)".into());
         columns.push("accepted τ/t".into());
@@ -577,6 +595,12 @@ fn training_report(
             continue;
         }
         let metric = finals(results, &|e| Some(e.metric));
+        let noise: Vec<f64> = results.iter().filter_map(|r| r.noise_multiplier).collect();
+        let sigma_text = if noise.is_empty() {
+            fmt(run.sigma, 3)
+        } else {
+            mean_text(&noise, 3)
+        };
         let eps_ma = finals(results, &|e| e.eps_ma);
         let mu = finals(results, &|e| e.mu_clt);
         let eps_clt = finals(results, &|e| e.eps_clt);
@@ -585,7 +609,7 @@ fn training_report(
         let steps = finals(results, &|e| Some(e.steps as f64));
         rows.push(vec![
             run.label.clone(),
-            fmt(run.sigma, 3),
+            sigma_text,
             results.len().to_string(),
             mean_text(&epochs, 0),
             mean_text(&steps, 0),
@@ -601,6 +625,29 @@ fn training_report(
                 .to_string(),
             mean_text(&results.iter().map(|r| r.wall_s).collect::<Vec<_>>(), 0),
         ]);
+        if dpd_table {
+            let of_dpd = |f: &dyn Fn(&training::DpdOutcome) -> f64| -> Vec<f64> {
+                results
+                    .iter()
+                    .filter_map(|r| r.dpd.as_ref().map(f))
+                    .collect()
+            };
+            let eps_iter = of_dpd(&|d| d.calibration.epsilon_iter);
+            let sigma = of_dpd(&|d| d.calibration.sigma);
+            let alpha = of_dpd(&|d| d.dropout_rates.first().map_or(f64::NAN, |r| r.median));
+            let predictive: Vec<f64> = results.iter().filter_map(|r| r.predictive_metric).collect();
+            if let Some(row) = rows.last_mut() {
+                row.push(fmt(run.target_epsilon(), 2));
+                row.push(mean_text(&eps_iter, 4));
+                row.push(mean_text(&sigma, 3));
+                row.push(if alpha.is_empty() {
+                    "—".into()
+                } else {
+                    format!("{:.3e}", mean_sd(&alpha).0)
+                });
+                row.push(mean_text(&predictive, metric_digits));
+            }
+        }
         if annealed {
             let eps_paper = finals(results, &|e| e.eps_paper);
             let rate = finals(results, &|e| {
@@ -729,6 +776,54 @@ fn training_report(
                     }
                 }
             }
+            PlotY::MetricVersusBudget => {
+                let mut order: Vec<String> = vec![];
+                let mut points: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+                let mut flat = vec![];
+                for label in &p.runs {
+                    let i = label_index(label)
+                        .ok_or_else(|| anyhow::anyhow!("plot {}: no run {label:?}", p.file))?;
+                    let results = &by_label[&i];
+                    if results.is_empty() {
+                        continue;
+                    }
+                    let metric = mean_sd(&finals(results, &|e| Some(e.metric))).0;
+                    match t.runs[i].target_epsilon() {
+                        Some(eps) => {
+                            let name = t.runs[i].series.clone().unwrap_or(label.clone());
+                            if !order.contains(&name) {
+                                order.push(name.clone());
+                            }
+                            points.entry(name).or_default().push((eps, metric));
+                        }
+                        None => flat.push((label.clone(), metric)),
+                    }
+                }
+                let xs: Vec<f64> = points.values().flatten().map(|p| p.0).collect();
+                let (x0, x1) = xs
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                        (a.min(x), b.max(x))
+                    });
+                for name in order {
+                    let mut line = points.remove(&name).unwrap_or_default();
+                    line.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    series.push(Series {
+                        label: name,
+                        points: line,
+                        dashed: false,
+                    });
+                }
+                if x0.is_finite() {
+                    for (label, metric) in flat {
+                        series.push(Series {
+                            label,
+                            points: vec![(x0, metric), (x1, metric)],
+                            dashed: true,
+                        });
+                    }
+                }
+            }
             PlotY::Epsilon => {
                 let label = p.runs.first().map(String::as_str).unwrap_or_default();
                 let i = label_index(label)
@@ -756,6 +851,10 @@ fn training_report(
             PlotY::Epsilon => ("epoch".to_string(), format!("ε at δ = {:e}", t.delta)),
             PlotY::MetricVersusEpsilon => (
                 format!("ε at δ = {:e} (RDP, classic conversion)", t.delta),
+                t.metric.heading().to_string(),
+            ),
+            PlotY::MetricVersusBudget => (
+                format!("target ε at δ = {:e}", t.delta),
                 t.metric.heading().to_string(),
             ),
         };
@@ -813,7 +912,7 @@ fn training_report(
         // The paper's Table 3: the smallest ε at which each method first reaches a target.
         let mut target_rows = Vec::new();
         for (i, run) in t.runs.iter().enumerate() {
-            if run.sigma.is_none() || by_label[&i].is_empty() {
+            if !run.is_private() || by_label[&i].is_empty() {
                 continue;
             }
             let metric = epoch_means(&by_label[&i], |e| Some(e.metric));
@@ -915,6 +1014,18 @@ mod tests {
                     let labels: Vec<&str> = t.runs.iter().map(|r| r.label.as_str()).collect();
                     for p in &t.plots {
                         assert!(p.runs.iter().all(|r| labels.contains(&r.as_str())));
+                    }
+                    for r in &t.runs {
+                        // σ has exactly one source (or none: non-private).
+                        let sources = [
+                            r.sigma.is_some(),
+                            r.dpd.is_some(),
+                            r.calibrate_epsilon.is_some(),
+                        ];
+                        assert!(sources.iter().filter(|&&s| s).count() <= 1, "{}", r.label);
+                        if r.algorithm.unwrap_or(t.algorithm) == config::Algorithm::Dpd {
+                            assert!(r.dpd.is_some() && t.dpd.is_some() && t.lr_decay.is_some());
+                        }
                     }
                     for c in &t.claims {
                         assert!(labels.contains(&c.better.as_str()));

@@ -6,16 +6,22 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use dp_accounting::gdp::{epsilon_for_mu, mu_poisson};
-use dp_accounting::{calibrate_steps, AccountantKind, OrderGrid};
+use dp_accounting::{
+    calibrate_noise, calibrate_steps, AccountantKind, CalibrationOptions, OrderGrid,
+};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::{self, AdultSplit, Dataset, ImdbOptions, MovieLensShape};
 use dp_models::fused::FusedModel;
 use dp_models::models::{
-    adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mnist_cnn, Activation,
+    adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mlp, mnist_cnn, Activation,
 };
 use dp_models::ncf::{NcfModel, NcfShape};
 use dp_models::PrivateModel;
 use dp_optim::annealing::{annealed_accounting, AnnealingState};
+use dp_optim::dpd::{
+    gaussian_dropout_step, implied_dropout_rates, DpdBudget, DpdCalibration, DpdTraining,
+    DropoutRates, PredictiveAverage, StepSizeSchedule,
+};
 use dp_optim::gdp::{MuStopRule, NoisyTraining};
 use dp_optim::{
     accuracy, expected_class_rmse, Checkpoint, Clipping, GradientNormalisation, Optimizer,
@@ -26,7 +32,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::config::{
-    Algorithm, ClippingChoice, DatasetChoice, Metric, ModelChoice, RunConfig, TrainingTable,
+    Algorithm, ClippingChoice, DatasetChoice, DpdTableConfig, LrDecay, Metric, ModelChoice,
+    RunConfig, SamplerChoice, TrainingTable,
 };
 use super::Profile;
 
@@ -123,6 +130,25 @@ pub struct RunResult {
     pub nonfinite_gradients: u64,
     /// Wall seconds.
     pub wall_s: f64,
+    /// The engine's noise multiplier (noise std over the clipping norm), given or
+    /// calibrated; for DPD `2σ`.
+    #[serde(default)]
+    pub noise_multiplier: Option<f64>,
+    /// DPD: the calibration and the implied dropout rates of the final weights.
+    #[serde(default)]
+    pub dpd: Option<DpdOutcome>,
+    /// Accuracy (%) of the softmax averaged over the last K iterates (SGLD's predictive).
+    #[serde(default)]
+    pub predictive_metric: Option<f64>,
+}
+
+/// What a DPD run calibrated and ended with.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DpdOutcome {
+    /// ε_iter, δ_iter, σ and the composed ε_tot.
+    pub calibration: DpdCalibration,
+    /// α = 4C²σ²/θ² per parametric layer, at the final weights.
+    pub dropout_rates: Vec<DropoutRates>,
 }
 
 /// What a half-finished run leaves behind to resume from.
@@ -164,6 +190,14 @@ pub fn run_key(
         orders: &'a Option<OrderGrid>,
         #[serde(skip_serializing_if = "Option::is_none")]
         target_epsilon: Option<f64>,
+        #[serde(skip_serializing_if = "is_poisson")]
+        sampler: SamplerChoice,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        lr_decay: Option<LrDecay>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dpd: Option<DpdTableConfig>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        predictive_iterates: Option<usize>,
         run: &'a RunConfig,
         smoke: Option<super::config::SmokeConfig>,
         seed: u64,
@@ -184,6 +218,10 @@ pub fn run_key(
         momentum: table.momentum,
         orders: &table.orders,
         target_epsilon: table.target_epsilon,
+        sampler: table.sampler,
+        lr_decay: table.lr_decay,
+        dpd: table.dpd,
+        predictive_iterates: table.predictive_iterates,
         run,
         smoke: (profile == Profile::Smoke).then_some(table.smoke),
         seed,
@@ -194,6 +232,10 @@ pub fn run_key(
 
 fn is_zero(value: &f64) -> bool {
     *value == 0.0
+}
+
+fn is_poisson(sampler: &SamplerChoice) -> bool {
+    *sampler == SamplerChoice::Poisson
 }
 
 /// Runs (or resumes, or reuses) one run; results and checkpoints live in `dir`.
@@ -269,7 +311,8 @@ fn train(
                 Activation::Relu
             };
             let model = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-            runner.execute(model, noise, &train, &test, None)
+            let layers = model.spec().parameter_ranges();
+            runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::Cifar10CnnTanh | ModelChoice::Cifar10CnnRelu => {
             let activation = if run.model.unwrap_or(table.model) == ModelChoice::Cifar10CnnTanh {
@@ -278,21 +321,29 @@ fn train(
                 Activation::Relu
             };
             let model = FusedModel::new(cifar10_cnn(activation)?, &mut noise)?;
-            runner.execute(model, noise, &train, &test, None)
+            let layers = model.spec().parameter_ranges();
+            runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::GdpMnistCnn => {
             let model = FusedModel::new(gdp_mnist_cnn()?, &mut noise)?;
-            runner.execute(model, noise, &train, &test, None)
+            let layers = model.spec().parameter_ranges();
+            runner.execute(model, noise, &train, &test, None, layers)
+        }
+        ModelChoice::MnistMlp1000 => {
+            let model = FusedModel::new(mlp(784, &[1000], 10, Activation::Relu)?, &mut noise)?;
+            let layers = model.spec().parameter_ranges();
+            runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::AdultMlp => {
             let model = FusedModel::new(adult_mlp()?, &mut noise)?;
-            runner.execute(model, noise, &train, &test, None)
+            let layers = model.spec().parameter_ranges();
+            runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::ImdbEmbeddingAverage => {
             let model =
                 imdb_embedding_average(ImdbOptions::GDP_PAPER.num_words, 16, 16, &mut noise)?;
             // Bounds the (B, T, T) ghost-norm buffer of the embedding.
-            runner.execute(model, noise, &train, &test, Some(64))
+            runner.execute(model, noise, &train, &test, Some(64), Vec::new())
         }
         ModelChoice::Ncf => {
             let shape = data
@@ -308,9 +359,17 @@ fn train(
                 },
                 &mut noise,
             )?;
-            runner.execute(model, noise, &train, &test, None)
+            runner.execute(model, noise, &train, &test, None, Vec::new())
         }
     }
+}
+
+/// How one run trains.
+struct Plan {
+    config: TrainConfig,
+    training: NoisyTraining,
+    dpd: Option<DpdTraining>,
+    noise_multiplier: Option<f64>,
 }
 
 struct Run<'a> {
@@ -327,11 +386,35 @@ impl Run<'_> {
         self.run.algorithm.unwrap_or(self.table.algorithm)
     }
 
-    fn config(&self, n: usize) -> Result<(TrainConfig, NoisyTraining)> {
+    fn sampler(&self, n: usize) -> Sampler {
+        let batch_size = self.run.batch_size.unwrap_or(self.table.batch_size);
+        match self.table.sampler {
+            SamplerChoice::Poisson => Sampler::Poisson {
+                sampling_rate: (batch_size as f64 / n as f64).min(1.0),
+            },
+            SamplerChoice::FixedSize => Sampler::FixedSize {
+                batch_size: batch_size.min(n),
+            },
+        }
+    }
+
+    /// The step-size schedule, if the table decays the learning rate.
+    fn schedule(&self) -> Option<StepSizeSchedule> {
+        self.table.lr_decay.map(|d| StepSizeSchedule {
+            initial: self.run.lr.unwrap_or(self.table.lr),
+            decay_steps: d.decay_steps,
+            power: d.power,
+        })
+    }
+
+    /// The engine config, the GDP-style settings (for the CLT and PLD readings) and, for
+    /// DPD, its loop; σ given, calibrated to a target ε over `steps`, or from DPD's budget.
+    fn config(&self, n: usize, steps: u64) -> Result<Plan> {
         let t = self.table;
         let batch_size = self.run.batch_size.unwrap_or(t.batch_size);
         let lr = self.run.lr.unwrap_or(t.lr);
         let q = (batch_size as f64 / n as f64).min(1.0);
+        let sampler = self.sampler(n);
         let normalisation = if t.realised_batch_normalisation {
             GradientNormalisation::RealisedBatchSize
         } else {
@@ -341,18 +424,57 @@ impl Run<'_> {
             ClippingChoice::Flat => (Clipping::Flat, t.clip),
             ClippingChoice::AutoS { gamma } => (Clipping::Automatic, gamma),
         };
-        let training = NoisyTraining {
+        let mut training = NoisyTraining {
             sampling_rate: q,
             noise_multiplier: self.run.sigma.unwrap_or(1.0),
             clip,
             delta: t.delta,
             normalisation,
         };
+        let mut dpd = None;
         let mut config = match self.algorithm() {
             Algorithm::NoisySgd => training.noisy_sgd(lr)?,
             Algorithm::NoisyAdam => training.noisy_adam(lr)?,
-            Algorithm::DpSgd | Algorithm::SaDpsgd => TrainConfig {
-                sampler: Sampler::Poisson { sampling_rate: q },
+            Algorithm::Dpd => {
+                let (Some(budget), Some(settings)) = (self.run.dpd, t.dpd) else {
+                    anyhow::bail!(
+                        "{}: a DPD run needs the run's `dpd` budget and the table's `dpd` settings",
+                        self.run.label
+                    );
+                };
+                let schedule = self.schedule().with_context(|| {
+                    format!(
+                        "{}: DPD needs the table's lr_decay (Robbins-Monro steps)",
+                        self.run.label
+                    )
+                })?;
+                let calibration = DpdBudget {
+                    epsilon_total: budget.epsilon_total,
+                    delta_total: t.delta,
+                    delta_prime: settings.delta_prime,
+                    steps,
+                    sampling_rate: q,
+                    composition: budget.composition,
+                    amplification: settings.amplification,
+                    gaussian: settings.gaussian,
+                }
+                .calibrate()
+                .with_context(|| format!("calibrating {}", self.run.label))?;
+                let training_loop = DpdTraining {
+                    calibration,
+                    clip,
+                    sampler,
+                    schedule,
+                    prior_precision: settings.prior_precision,
+                    placement: settings.placement,
+                    ledger_delta: t.delta,
+                };
+                training.noise_multiplier = calibration.noise_multiplier();
+                dpd = Some(training_loop);
+                training_loop.train_config()?
+            }
+            Algorithm::DpSgd | Algorithm::SaDpsgd | Algorithm::GaussianDropout => TrainConfig {
+                sampler,
                 privacy: Some(PrivacyConfig {
                     noise_multiplier: training.noise_multiplier,
                     max_grad_norm: clip,
@@ -374,11 +496,31 @@ impl Run<'_> {
             if let Some(orders) = &t.orders {
                 privacy.orders = orders.clone();
             }
+            if let Some(target) = self.run.calibrate_epsilon {
+                let (kind, orders) = (privacy.accountant, privacy.orders.clone());
+                let relation = config.sampler.relation();
+                let sampler = config.sampler;
+                let calibrated = calibrate_noise(
+                    || kind.build(relation, &orders),
+                    |z| sampler.run_event(n, z, steps),
+                    target,
+                    t.delta,
+                    CalibrationOptions::default(),
+                )?;
+                privacy.noise_multiplier = calibrated.value;
+                training.noise_multiplier = calibrated.value;
+            }
         }
-        if self.run.sigma.is_none() {
+        if !self.run.is_private() {
             config.privacy = None;
         }
-        Ok((config, training))
+        let noise_multiplier = config.privacy.as_ref().map(|p| p.noise_multiplier);
+        Ok(Plan {
+            config,
+            training,
+            dpd,
+            noise_multiplier,
+        })
     }
 
     fn execute<M: PrivateModel>(
@@ -388,13 +530,17 @@ impl Run<'_> {
         train: &Dataset,
         test: &Dataset,
         physical_batch: Option<usize>,
+        layers: Vec<std::ops::Range<usize>>,
     ) -> Result<RunResult> {
         let n = train.len();
-        let (config, training) = self.config(n)?;
+        let steps_per_epoch = self.sampler(n).steps_per_epoch(n) as u64;
+        let plan = self.config(n, steps_per_epoch * u64::from(self.epochs))?;
+        let (config, training) = (plan.config, plan.training);
         let private = config.privacy.is_some();
         let privacy = config.privacy.clone();
         let sampler = config.sampler;
-        let steps_per_epoch = sampler.steps_per_epoch(n) as u64;
+        let schedule = self.schedule();
+        let mut predictive = PredictiveAverage::default();
         let mut engine = PrivacyEngine::new(model, config, n, noise)?;
         if let Some(size) = physical_batch {
             engine.set_physical_batch_size(size)?;
@@ -449,6 +595,9 @@ impl Run<'_> {
             epoch += 1;
             let (mut loss_sum, mut loss_steps) = (0.0, 0u64);
             for _ in 0..steps_per_epoch {
+                if let (Some(s), None) = (schedule, &plan.dpd) {
+                    engine.set_learning_rate(s.at(engine.steps()))?;
+                }
                 let mean_loss = if annealed {
                     if state.accepted >= budget {
                         break;
@@ -456,9 +605,20 @@ impl Run<'_> {
                     engine
                         .step_annealed(train, None, &annealing, &mut state)?
                         .mean_loss
+                } else if let (Some(dpd), true) = (&plan.dpd, private) {
+                    dpd.step(&mut engine, train)?.mean_loss
+                } else if let (Some(alpha), Algorithm::GaussianDropout) =
+                    (self.run.gaussian_dropout, self.algorithm())
+                {
+                    gaussian_dropout_step(&mut engine, train, alpha)?.mean_loss
                 } else {
                     engine.step(train)?.mean_loss
                 };
+                if let Some(k) = self.table.predictive_iterates {
+                    if !annealed && engine.steps() + k as u64 > budget {
+                        predictive.add(engine.model(), test)?;
+                    }
+                }
                 if mean_loss.is_finite() {
                     loss_sum += mean_loss;
                     loss_steps += 1;
@@ -470,7 +630,12 @@ impl Run<'_> {
                 Metric::Rmse => expected_class_rmse(engine.model(), test)?,
             };
             let steps = engine.steps();
-            let (eps_ma, mu_clt, eps_clt, eps_pld) = if private {
+            let poisson = matches!(sampler, Sampler::Poisson { .. });
+            let (eps_ma, mu_clt, eps_clt, eps_pld) = if private && !poisson {
+                // The CLT and PLD readings here are for Poisson sampling; the ledger holds
+                // the sampler's own (replace-one) analysis.
+                (engine.epsilon()?, None, None, None)
+            } else if private {
                 let t = &training;
                 let mu = mu_poisson(t.sampling_rate, t.noise_multiplier, steps as f64);
                 (
@@ -524,7 +689,31 @@ impl Run<'_> {
             write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
         }
         bar.finish_and_clear();
+        let dpd = match &plan.dpd {
+            Some(d) if private => {
+                let theta = engine.model().parameters()?;
+                let layers = if layers.is_empty() {
+                    vec![0..theta.len()]
+                } else {
+                    layers
+                };
+                Some(DpdOutcome {
+                    calibration: d.calibration,
+                    dropout_rates: implied_dropout_rates(
+                        &theta,
+                        &layers,
+                        d.clip,
+                        d.calibration.sigma,
+                    )?,
+                })
+            }
+            _ => None,
+        };
+        let predictive_metric = predictive.accuracy(test).map(|a| 100.0 * a);
         Ok(RunResult {
+            noise_multiplier: plan.noise_multiplier,
+            dpd,
+            predictive_metric,
             key: self.key.to_string(),
             label: self.run.label.clone(),
             seed: self.seed,
@@ -590,6 +779,10 @@ mod tests {
             accuracy_targets: vec![],
             plots: vec![],
             claims: vec![],
+            sampler: SamplerChoice::Poisson,
+            lr_decay: None,
+            dpd: None,
+            predictive_iterates: None,
         }
     }
 
