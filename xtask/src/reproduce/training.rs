@@ -692,16 +692,17 @@ impl Run<'_> {
         let dpd = match &plan.dpd {
             Some(d) if private => {
                 let theta = engine.model().parameters()?;
+                let whole = [0..theta.len()];
                 let layers = if layers.is_empty() {
-                    vec![0..theta.len()]
+                    &whole[..]
                 } else {
-                    layers
+                    &layers[..]
                 };
                 Some(DpdOutcome {
                     calibration: d.calibration,
                     dropout_rates: implied_dropout_rates(
                         &theta,
-                        &layers,
+                        layers,
                         d.clip,
                         d.calibration.sigma,
                     )?,
