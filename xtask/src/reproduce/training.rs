@@ -692,7 +692,8 @@ impl Run<'_> {
         let dpd = match &plan.dpd {
             Some(d) if private => {
                 let theta = engine.model().parameters()?;
-                let whole = std::slice::from_ref(&(0..theta.len()));
+                let all = 0..theta.len();
+                let whole = std::slice::from_ref(&all);
                 let layers = if layers.is_empty() {
                     &whole[..]
                 } else {
