@@ -695,7 +695,7 @@ impl Run<'_> {
                 let all = 0..theta.len();
                 let whole = std::slice::from_ref(&all);
                 let layers = if layers.is_empty() {
-                    &whole[..]
+                    whole
                 } else {
                     &layers[..]
                 };
