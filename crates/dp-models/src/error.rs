@@ -36,6 +36,9 @@ pub enum Error {
         /// The error.
         source: std::io::Error,
     },
+    /// Data (samples, words, splits) is inconsistent with what was asked of it.
+    #[error("invalid data: {0}")]
+    InvalidData(String),
     /// A network or model configuration is invalid.
     #[error("invalid model: {0}")]
     InvalidModel(String),

@@ -21,6 +21,7 @@ pub mod loss;
 pub mod models;
 pub mod ncf;
 mod private_model;
+pub mod word2vec;
 
 pub use error::{Error, Result};
 pub use private_model::{ClippedGradient, PrivateModel};

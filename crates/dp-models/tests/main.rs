@@ -6,3 +6,4 @@ mod data;
 mod fused;
 mod papers_data;
 mod reference;
+mod word2vec;

@@ -1,6 +1,7 @@
 //! Datasets: where their files are found, and their loaders.
 
 mod adult;
+mod brown;
 mod cifar;
 mod idx;
 mod imdb;
@@ -10,6 +11,7 @@ mod movielens;
 pub use adult::{
     adult, load_adult, parse_adult, AdultBinariser, AdultRecord, AdultSplit, ADULT, ADULT_FEATURES,
 };
+pub use brown::{brown, brown_from_tar_gz, load_brown, parse_brown_file, BROWN};
 pub use cifar::{
     cifar10, cifar10_from_dir, cifar10_from_tar_gz, load_cifar10, parse_cifar10_records, CIFAR10,
 };
