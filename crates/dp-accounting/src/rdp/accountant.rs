@@ -57,7 +57,9 @@ impl RdpConfig {
 ///
 /// Supported events: `Gaussian`, `Laplace`, `ZCdp`, `Exponential`, `EpsilonDelta`
 /// (randomized-response RDP plus δ tracked apart), `PoissonSampled` of a Gaussian-like
-/// event (add/remove only), `SampledWithoutReplacement` of a Gaussian-like event
+/// event (add/remove only; exact) or of any composition of unsampled δ = 0 mechanisms
+/// (add/remove only; Zhu & Wang 2019's general bound, see
+/// [`curves::poisson_sampled_general`]), `SampledWithoutReplacement` of a Gaussian-like event
 /// (replace-one only), and any `SelfComposed`/`Composed` of these. "Gaussian-like" is a
 /// Gaussian, a ρ-zCDP event with ξ = 0, or a composition of them, which collapses to one
 /// Gaussian with `σ_eff = (Σ σᵢ⁻²)^{-1/2}` (Mironov, Talwar, Zhang 2019, §3).
@@ -150,9 +152,35 @@ impl RdpAccountant {
                         "Poisson subsampling is accounted under add-or-remove-one neighbours",
                     ));
                 }
-                Curve::PoissonGaussian {
-                    q: *sampling_rate,
-                    sigma: gaussian_like(inner)?,
+                match inner.effective_gaussian_noise_multiplier() {
+                    Some(sigma) => Curve::PoissonGaussian {
+                        q: *sampling_rate,
+                        sigma,
+                    },
+                    // Any other mechanism run on the sample: the general bound over its
+                    // own (unsampled) curve.
+                    None => {
+                        let mut parts = Vec::new();
+                        self.collect(inner, 1, &mut parts)?;
+                        let sampled_or_delta = parts.iter().any(|(c, _)| match c {
+                            Curve::PoissonGaussian { q, .. } => *q < 1.0,
+                            Curve::EpsilonDelta { delta, .. } => *delta > 0.0,
+                            Curve::SampledWithoutReplacement { .. }
+                            | Curve::PoissonGeneral { .. } => true,
+                            _ => false,
+                        });
+                        if sampled_or_delta {
+                            return Err(unsupported(
+                                name,
+                                event,
+                                "a Poisson-sampled event must contain only unsampled mechanisms with delta = 0",
+                            ));
+                        }
+                        Curve::PoissonGeneral {
+                            q: *sampling_rate,
+                            parts,
+                        }
+                    }
                 }
             }
             DpEvent::SampledWithoutReplacement {
@@ -185,32 +213,65 @@ impl RdpAccountant {
         }
         let count_f = count as f64;
         let series = self.config.series;
-        if let Curve::EpsilonDelta { delta, .. } = curve {
+        if let Curve::EpsilonDelta { delta, .. } = &curve {
+            let delta = *delta;
             // 1 − (1 − δ_old)(1 − δ)^count, computed stably.
             let log_keep = (-self.extra_delta).ln_1p() + count_f * (-delta).ln_1p();
             self.extra_delta = -log_keep.exp_m1();
         }
         for (total, &alpha) in self.rdp.iter_mut().zip(&self.orders) {
-            let per_step = match curve {
-                Curve::PoissonGaussian { q, sigma } => {
-                    curves::poisson_gaussian(q, sigma, alpha, series)
-                }
-                Curve::SampledWithoutReplacement { q, sigma } => {
-                    curves::sampled_without_replacement_gaussian(q, sigma, alpha)
-                }
-                Curve::Laplace { b } => curves::laplace(b, alpha),
-                Curve::Zcdp { rho, xi } => xi + rho * alpha,
-                Curve::Exponential { epsilon } => curves::exponential_mechanism(epsilon, alpha),
-                Curve::EpsilonDelta { epsilon, .. } => curves::randomized_response(epsilon, alpha),
-            };
-            *total += count_f * per_step;
+            *total += count_f * curve.at(alpha, series);
+        }
+    }
+}
+
+impl Curve {
+    /// The curve at order α.
+    fn at(&self, alpha: f64, series: FractionalSeries) -> f64 {
+        match *self {
+            Curve::PoissonGaussian { q, sigma } => {
+                curves::poisson_gaussian(q, sigma, alpha, series)
+            }
+            Curve::SampledWithoutReplacement { q, sigma } => {
+                curves::sampled_without_replacement_gaussian(q, sigma, alpha)
+            }
+            Curve::Laplace { b } => curves::laplace(b, alpha),
+            Curve::Zcdp { rho, xi } => xi + rho * alpha,
+            Curve::Exponential { epsilon } => curves::exponential_mechanism(epsilon, alpha),
+            Curve::EpsilonDelta { epsilon, .. } => curves::randomized_response(epsilon, alpha),
+            Curve::PoissonGeneral { q, ref parts } => {
+                let inner = |a: f64| -> f64 {
+                    parts.iter().map(|(c, n)| *n as f64 * c.at(a, series)).sum()
+                };
+                let pure = parts
+                    .iter()
+                    .map(|(c, n)| *n as f64 * c.pure_epsilon())
+                    .sum::<f64>();
+                curves::poisson_sampled_general(q, inner, pure, alpha)
+            }
+        }
+    }
+
+    /// The pure-DP ε of an unsampled curve (∞ when it has none, e.g. a Gaussian).
+    fn pure_epsilon(&self) -> f64 {
+        match *self {
+            Curve::Laplace { b } => 1.0 / b,
+            Curve::Exponential { epsilon } => epsilon,
+            Curve::EpsilonDelta { epsilon, delta } if delta == 0.0 => epsilon,
+            _ => f64::INFINITY,
         }
     }
 }
 
 /// A per-step RDP curve the accountant knows how to evaluate.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Curve {
+    /// Poisson sampling (rate q) of any unsampled mechanisms: the general bound over the
+    /// sum of their curves.
+    PoissonGeneral {
+        q: f64,
+        parts: Vec<(Curve, u64)>,
+    },
     /// Poisson-subsampled Gaussian (q = 1: the plain Gaussian, α/(2σ²)).
     PoissonGaussian {
         q: f64,

@@ -324,3 +324,46 @@ mod tests {
         }
     }
 }
+
+/// RDP at order α of Poisson sampling with rate q applied to *any* mechanism whose RDP
+/// curve is `inner` (and pure-DP ε `pure`, ∞ if none), for add/remove neighbours.
+///
+/// # Privacy
+/// Zhu & Wang 2019 (ICML, "Poisson Subsampled Rényi Differential Privacy"), Thm 6, the
+/// general upper bound, in the form the authors' library autodp evaluates
+/// (`compose_poisson_subsampled_mechanisms1`): for integer m ≥ 2,
+/// `(m−1)ε(m) ≤ log[(1−q)^{m−1}(1+(m−1)q) + C(m,2)q²(1−q)^{m−2}e^{ε′(2)}
+///  + Σ_{j=3}^{m} C(m,j) q^j (1−q)^{m−j} e^{j·ε′(j+1)}]`,
+/// with ε′ the inner curve. RDP is non-decreasing in α, so a fractional α takes the
+/// bound at ⌈α⌉ (and α < 2 the bound at 2). Every order is also capped by the amplified
+/// pure-DP bound `ln(1 + q(e^{ε_pure} − 1))` (Balle, Barthe, Gaboardi 2018, Thm 8), since
+/// D_α ≤ D_∞. q = 1 is the inner curve itself.
+pub fn poisson_sampled_general(q: f64, inner: impl Fn(f64) -> f64, pure: f64, alpha: f64) -> f64 {
+    if q >= 1.0 {
+        return inner(alpha);
+    }
+    if q <= 0.0 {
+        return 0.0;
+    }
+    let m = alpha.ceil().max(2.0) as u64;
+    let (log_q, log_1mq) = (q.ln(), (-q).ln_1p());
+    let mf = m as f64;
+    let mut log_total = (mf - 1.0) * log_1mq + ((mf - 1.0) * q).ln_1p();
+    log_total = log_add(
+        log_total,
+        log_binomial(mf, 2.0) + 2.0 * log_q + (mf - 2.0) * log_1mq + inner(2.0),
+    );
+    for j in 3..=m {
+        let jf = j as f64;
+        log_total = log_add(
+            log_total,
+            log_binomial(mf, jf) + jf * log_q + (mf - jf) * log_1mq + jf * inner(jf + 1.0),
+        );
+    }
+    let bound = log_total / (mf - 1.0);
+    if pure.is_finite() {
+        bound.min((q * pure.exp_m1()).ln_1p())
+    } else {
+        bound
+    }
+}
