@@ -257,7 +257,10 @@ impl Curve {
         match *self {
             Curve::Laplace { b } => 1.0 / b,
             Curve::Exponential { epsilon } => epsilon,
-            Curve::EpsilonDelta { epsilon, delta } if delta == 0.0 => epsilon,
+            Curve::EpsilonDelta {
+                epsilon,
+                delta: 0.0,
+            } => epsilon,
             _ => f64::INFINITY,
         }
     }

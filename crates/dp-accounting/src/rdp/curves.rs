@@ -332,8 +332,12 @@ mod tests {
 /// Zhu & Wang 2019 (ICML, "Poisson Subsampled Rényi Differential Privacy"), Thm 6, the
 /// general upper bound, in the form the authors' library autodp evaluates
 /// (`compose_poisson_subsampled_mechanisms1`): for integer m ≥ 2,
-/// `(m−1)ε(m) ≤ log[(1−q)^{m−1}(1+(m−1)q) + C(m,2)q²(1−q)^{m−2}e^{ε′(2)}
-///  + Σ_{j=3}^{m} C(m,j) q^j (1−q)^{m−j} e^{j·ε′(j+1)}]`,
+///
+/// ```text
+/// (m−1)ε(m) ≤ log[(1−q)^{m−1}(1+(m−1)q) + C(m,2)q²(1−q)^{m−2}e^{ε′(2)}
+///                 + Σ_{j=3}^{m} C(m,j) q^j (1−q)^{m−j} e^{j·ε′(j+1)}]
+/// ```
+///
 /// with ε′ the inner curve. RDP is non-decreasing in α, so a fractional α takes the
 /// bound at ⌈α⌉ (and α < 2 the bound at 2). Every order is also capped by the amplified
 /// pure-DP bound `ln(1 + q(e^{ε_pure} − 1))` (Balle, Barthe, Gaboardi 2018, Thm 8), since
