@@ -309,22 +309,6 @@ pub fn randomized_response(epsilon: f64, alpha: f64) -> f64 {
         / (alpha - 1.0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signed_series_equals_integer_formula_near_integers() {
-        // A_α is continuous in α: the fractional series just off an integer must agree
-        // with the binomial formula at the integer.
-        for &(q, sigma) in &[(0.01, 1.0), (0.04, 1.5), (0.2, 0.8)] {
-            let at_int = poisson_gaussian(q, sigma, 3.0, FractionalSeries::Signed);
-            let near = poisson_gaussian(q, sigma, 3.0 + 1e-9, FractionalSeries::Signed);
-            assert!((at_int - near).abs() / at_int < 1e-6, "{at_int} vs {near}");
-        }
-    }
-}
-
 /// RDP at order α of Poisson sampling with rate q applied to *any* mechanism whose RDP
 /// curve is `inner` (and pure-DP ε `pure`, ∞ if none), for add/remove neighbours.
 ///
@@ -369,5 +353,21 @@ pub fn poisson_sampled_general(q: f64, inner: impl Fn(f64) -> f64, pure: f64, al
         bound.min((q * pure.exp_m1()).ln_1p())
     } else {
         bound
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signed_series_equals_integer_formula_near_integers() {
+        // A_α is continuous in α: the fractional series just off an integer must agree
+        // with the binomial formula at the integer.
+        for &(q, sigma) in &[(0.01, 1.0), (0.04, 1.5), (0.2, 0.8)] {
+            let at_int = poisson_gaussian(q, sigma, 3.0, FractionalSeries::Signed);
+            let near = poisson_gaussian(q, sigma, 3.0 + 1e-9, FractionalSeries::Signed);
+            assert!((at_int - near).abs() / at_int < 1e-6, "{at_int} vs {near}");
+        }
     }
 }
