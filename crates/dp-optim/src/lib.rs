@@ -12,6 +12,7 @@ mod engine;
 mod error;
 pub mod gdp;
 mod sampler;
+pub mod wide;
 
 pub use engine::{
     accuracy, expected_class_rmse, Checkpoint, Clipping, GradientNormalisation, Optimizer,

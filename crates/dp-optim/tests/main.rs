@@ -9,6 +9,7 @@ use dp_models::models::{mlp, mnist_cnn, Activation};
 mod annealing;
 mod dpd;
 mod gdp;
+mod wide;
 
 use dp_optim::{
     Clipping, Error, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler,

@@ -1,0 +1,415 @@
+//! Training word2vec privately as the Wide-network paper does (`shared/spec/papers.md`
+//! §5.2, Algorithm 3 as reconstructed): DP-SGD with Adam, and sparse DP-SGD that
+//! privately selects the largest coordinates of the clipped gradient sum and adds noise
+//! only there.
+//!
+//! Per-example gradients are sparse (each sample touches its target, context and
+//! negative rows), so a step costs O(batch × rows × dim) for the gradients plus O(p) for
+//! the noise, the selection and Adam — never a dense gradient per example.
+
+use dp_accounting::DpEvent;
+use dp_mechanisms::{
+    BudgetSplit, Mechanism, NoiseSource, SparseVariant, SparseVector, TopK, TopKMethod,
+};
+use dp_models::word2vec::{PairSet, SharedEmbedding, SparseGradient};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::sampler::{Sampler, ShuffleState};
+
+/// How the coordinates that get noise are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum CoordinateSelection {
+    /// The exponential mechanism's top-k on |G_j| (one-shot Gumbel, Durfee & Rogers
+    /// 2019), ε per step split evenly over the k rounds.
+    ExponentialTopK {
+        /// ε of one step's whole selection.
+        epsilon: f64,
+    },
+    /// The sparse vector technique (Dwork & Roth Alg. 2, δ = 0) on |G_j| in coordinate
+    /// order, cutoff k: the first k coordinates whose noisy magnitude clears the noisy
+    /// threshold.
+    SparseVector {
+        /// ε of one step's run.
+        epsilon: f64,
+        /// The threshold on |G_j|.
+        threshold: f64,
+    },
+}
+
+/// Which algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum WideMethod {
+    /// Adam on the mean gradient, no clipping, no noise.
+    NonPrivate,
+    /// DP-SGD (Adam): Σ clip_{S₁}(gᵢ) + N(0, σ²S₁² I) on every coordinate.
+    DpSgd {
+        /// σ.
+        noise_multiplier: f64,
+    },
+    /// Sparse DP-SGD: select k = ⌈γp⌉ coordinates of |Σ clip_{S₁}(gᵢ)|, re-clip each
+    /// example's gradient restricted to them at S₂, add N(0, σ²S₂²) there only.
+    Sparse {
+        /// σ.
+        noise_multiplier: f64,
+        /// γ.
+        fraction: f64,
+        /// S₂.
+        second_clip: f64,
+        /// The selection mechanism.
+        selection: CoordinateSelection,
+    },
+}
+
+/// Everything a wide run needs besides the model and data.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WideConfig {
+    /// Poisson rate q = b/n.
+    pub sampling_rate: f64,
+    /// S₁.
+    pub clip: f64,
+    /// The algorithm.
+    pub method: WideMethod,
+    /// Adam's η.
+    pub lr: f64,
+}
+
+/// What one step did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WideStep {
+    /// Realised batch size.
+    pub batch_size: usize,
+    /// Mean loss over the batch (NaN when empty).
+    pub mean_loss: f64,
+    /// Coordinates that received a (noisy) gradient.
+    pub updated_coordinates: usize,
+}
+
+/// The trainer: model, Adam moments, noise source, counters.
+pub struct WideTrainer {
+    model: SharedEmbedding,
+    config: WideConfig,
+    n: usize,
+    noise: NoiseSource,
+    first_moment: Vec<f32>,
+    second_moment: Vec<f32>,
+    steps: u64,
+    batch: Vec<usize>,
+    gradients: Vec<SparseGradient>,
+    sum: Vec<f32>,
+    selected: Vec<bool>,
+    k: usize,
+}
+
+impl WideTrainer {
+    /// A trainer for `n` training samples.
+    pub fn new(
+        model: SharedEmbedding,
+        config: WideConfig,
+        n: usize,
+        noise: NoiseSource,
+    ) -> Result<Self> {
+        Sampler::Poisson {
+            sampling_rate: config.sampling_rate,
+        }
+        .validate(n)?;
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(Error::InvalidConfig(format!("{name} {v} must be > 0")))
+            }
+        };
+        positive("clip", config.clip)?;
+        positive("lr", config.lr)?;
+        let p = model.num_params();
+        let mut k = 0;
+        match config.method {
+            WideMethod::NonPrivate => {}
+            WideMethod::DpSgd { noise_multiplier } => {
+                positive("noise multiplier", noise_multiplier)?
+            }
+            WideMethod::Sparse {
+                noise_multiplier,
+                fraction,
+                second_clip,
+                selection,
+            } => {
+                positive("noise multiplier", noise_multiplier)?;
+                positive("second clip", second_clip)?;
+                if !(fraction > 0.0 && fraction <= 1.0) {
+                    return Err(Error::InvalidConfig(format!(
+                        "selection fraction {fraction} must be in (0, 1]"
+                    )));
+                }
+                k = ((fraction * p as f64).ceil() as usize).clamp(1, p);
+                match selection {
+                    CoordinateSelection::ExponentialTopK { epsilon } => {
+                        positive("selection epsilon", epsilon)?
+                    }
+                    CoordinateSelection::SparseVector { epsilon, threshold } => {
+                        positive("selection epsilon", epsilon)?;
+                        if !threshold.is_finite() {
+                            return Err(Error::InvalidConfig(
+                                "the threshold must be finite".into(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(WideTrainer {
+            config,
+            n,
+            noise,
+            first_moment: vec![0.0; p],
+            second_moment: vec![0.0; p],
+            steps: 0,
+            batch: Vec::new(),
+            gradients: Vec::new(),
+            sum: vec![0.0; p],
+            selected: vec![false; p],
+            k,
+            model,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &SharedEmbedding {
+        &self.model
+    }
+
+    /// Steps taken.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Coordinates selected per sparse step (0 for dense methods).
+    pub fn selected_per_step(&self) -> usize {
+        self.k
+    }
+
+    /// The mechanism that selects, for sparse steps.
+    fn selection(&self) -> Result<Option<Selector>> {
+        let WideMethod::Sparse { selection, .. } = self.config.method else {
+            return Ok(None);
+        };
+        // One example moves each |G_j| by at most S₁ (‖clip(g)‖₂ ≤ S₁ bounds every
+        // coordinate), up or down: sensitivity S₁, not monotone.
+        let s1 = self.config.clip;
+        Ok(Some(match selection {
+            CoordinateSelection::ExponentialTopK { epsilon } => Selector::TopK(TopK::new(
+                s1,
+                epsilon,
+                self.k,
+                false,
+                TopKMethod::OneShotGumbel,
+                BudgetSplit::Basic,
+            )?),
+            CoordinateSelection::SparseVector { epsilon, threshold } => Selector::Sparse(
+                SparseVector::new(SparseVariant::Sparse, s1, threshold, self.k, epsilon, 0.0)?,
+            ),
+        }))
+    }
+
+    /// The privacy event of one step (`None` for non-private training): Poisson sampling
+    /// of the Gaussian on the noised coordinates composed with the selection, since both
+    /// read the same batch (accounted jointly by the RDP accountant's general
+    /// Poisson-sampling bound; the Gaussian alone is exact).
+    pub fn step_event(&self) -> Result<Option<DpEvent>> {
+        let q = self.config.sampling_rate;
+        Ok(match self.config.method {
+            WideMethod::NonPrivate => None,
+            WideMethod::DpSgd { noise_multiplier } => Some(DpEvent::poisson_sampled(
+                q,
+                DpEvent::gaussian(noise_multiplier),
+            )),
+            WideMethod::Sparse {
+                noise_multiplier, ..
+            } => {
+                let selection = match self.selection()? {
+                    Some(Selector::TopK(t)) => t.event(),
+                    Some(Selector::Sparse(s)) => s.event(),
+                    None => DpEvent::NoOp,
+                };
+                Some(DpEvent::poisson_sampled(
+                    q,
+                    DpEvent::Composed {
+                        events: vec![DpEvent::gaussian(noise_multiplier), selection],
+                    },
+                ))
+            }
+        })
+    }
+
+    /// One step on `data` (which must have the `n` samples the trainer was built for).
+    pub fn step(&mut self, data: &PairSet) -> Result<WideStep> {
+        if data.len() != self.n {
+            return Err(Error::InvalidConfig(format!(
+                "the trainer was built for {} samples, got {}",
+                self.n,
+                data.len()
+            )));
+        }
+        let sampler = Sampler::Poisson {
+            sampling_rate: self.config.sampling_rate,
+        };
+        sampler.draw(
+            self.n,
+            &mut self.noise,
+            &mut ShuffleState::default(),
+            &mut self.batch,
+        );
+        let b = self.batch.len();
+        self.gradients.resize_with(b, SparseGradient::default);
+        let mut loss_sum = 0.0;
+        for (slot, &i) in self.batch.iter().enumerate() {
+            loss_sum += self
+                .model
+                .example_gradient(data, i, &mut self.gradients[slot])?;
+        }
+        let mean_loss = if b == 0 {
+            f64::NAN
+        } else {
+            loss_sum / b as f64
+        };
+        let d = self.model.dim();
+        self.sum.iter_mut().for_each(|v| *v = 0.0);
+        let private = self.config.method != WideMethod::NonPrivate;
+        let s1 = self.config.clip;
+        // Σ clip_{S₁}(gᵢ) (or Σ gᵢ without privacy), accumulated row by row.
+        for g in &mut self.gradients[..b] {
+            let norm = g.squared_norm().sqrt();
+            let factor = if !private {
+                1.0
+            } else if norm.is_finite() {
+                (s1 / norm).min(1.0) as f32
+            } else {
+                0.0
+            };
+            g.values.iter_mut().for_each(|v| *v *= factor);
+            for (slot, &r) in g.rows.iter().enumerate() {
+                let dst = &mut self.sum[r as usize * d..(r as usize + 1) * d];
+                dst.iter_mut()
+                    .zip(&g.values[slot * d..(slot + 1) * d])
+                    .for_each(|(s, &v)| *s += v);
+            }
+        }
+        let updated = match self.config.method {
+            WideMethod::NonPrivate => self.sum.len(),
+            WideMethod::DpSgd { noise_multiplier } => {
+                self.noise
+                    .add_gaussian_f32(&mut self.sum, noise_multiplier * s1);
+                self.sum.len()
+            }
+            WideMethod::Sparse {
+                noise_multiplier,
+                second_clip,
+                ..
+            } => {
+                let scores: Vec<f64> = self.sum.iter().map(|&v| f64::from(v.abs())).collect();
+                let chosen = match self.selection()? {
+                    Some(Selector::TopK(t)) => t.select(&scores, &mut self.noise)?,
+                    Some(Selector::Sparse(s)) => {
+                        s.release_largest_magnitudes(&scores, &mut self.noise)?
+                    }
+                    None => Vec::new(),
+                };
+                self.selected.iter_mut().for_each(|s| *s = false);
+                chosen.iter().for_each(|&j| self.selected[j] = true);
+                // Re-clip each example's (already S₁-clipped) gradient restricted to the
+                // support at S₂, and sum on the support only.
+                self.sum.iter_mut().for_each(|v| *v = 0.0);
+                for g in &self.gradients[..b] {
+                    let mut restricted = 0.0f64;
+                    for (slot, &r) in g.rows.iter().enumerate() {
+                        for (c, &v) in g.values[slot * d..(slot + 1) * d].iter().enumerate() {
+                            if self.selected[r as usize * d + c] {
+                                restricted += f64::from(v) * f64::from(v);
+                            }
+                        }
+                    }
+                    let factor = (second_clip / restricted.sqrt()).min(1.0) as f32;
+                    for (slot, &r) in g.rows.iter().enumerate() {
+                        for (c, &v) in g.values[slot * d..(slot + 1) * d].iter().enumerate() {
+                            let j = r as usize * d + c;
+                            if self.selected[j] {
+                                self.sum[j] += factor * v;
+                            }
+                        }
+                    }
+                }
+                let std = noise_multiplier * second_clip;
+                for &j in &chosen {
+                    self.sum[j] += (std * self.noise.standard_normal()) as f32;
+                }
+                chosen.len()
+            }
+        };
+        if let Some(bad) = self.sum.iter().position(|v| !v.is_finite()) {
+            return Err(Error::UnprotectedParameter(format!(
+                "coordinate {bad} has a non-finite gradient"
+            )));
+        }
+        // Private runs divide by the expected batch size (a post-processing of the noisy
+        // sum); non-private ones by the realised size.
+        let divisor = if private {
+            self.config.sampling_rate * self.n as f64
+        } else {
+            b as f64
+        };
+        if divisor >= 1.0 || private {
+            let scale = (1.0 / divisor.max(1e-12)) as f32;
+            self.sum.iter_mut().for_each(|v| *v *= scale);
+            self.adam();
+        }
+        self.steps += 1;
+        Ok(WideStep {
+            batch_size: b,
+            mean_loss,
+            updated_coordinates: updated,
+        })
+    }
+
+    /// Adam (β₁ 0.9, β₂ 0.999, ε 1e-8, bias-corrected) on `self.sum`.
+    fn adam(&mut self) {
+        let (beta1, beta2, eps) = (0.9f64, 0.999f64, 1e-8f64);
+        let t = (self.steps + 1) as i32;
+        let (c1, c2) = (1.0 - beta1.powi(t), 1.0 - beta2.powi(t));
+        let lr = self.config.lr;
+        let weights = self.model.weights_mut();
+        for (((w, m), v), &g) in weights
+            .iter_mut()
+            .zip(self.first_moment.iter_mut())
+            .zip(self.second_moment.iter_mut())
+            .zip(&self.sum)
+        {
+            *m = beta1 as f32 * *m + (1.0 - beta1 as f32) * g;
+            *v = beta2 as f32 * *v + (1.0 - beta2 as f32) * g * g;
+            let m_hat = f64::from(*m) / c1;
+            let v_hat = f64::from(*v) / c2;
+            *w -= (lr * m_hat / (v_hat.sqrt() + eps)) as f32;
+        }
+    }
+
+    /// The coordinates the last sparse step selected (empty for dense methods).
+    pub fn last_selection(&self) -> Vec<usize> {
+        self.selected
+            .iter()
+            .enumerate()
+            .filter_map(|(j, &s)| s.then_some(j))
+            .collect()
+    }
+
+    /// The last step's gradient (noisy, divided by the batch size) as applied by Adam.
+    pub fn last_gradient(&self) -> &[f32] {
+        &self.sum
+    }
+}
+
+enum Selector {
+    TopK(TopK),
+    Sparse(SparseVector),
+}
