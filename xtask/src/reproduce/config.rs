@@ -34,6 +34,8 @@ pub enum Experiment {
     Training(Box<TrainingTable>),
     /// DPD's per-iteration budgets under each reading, and modern ε of the same noise.
     DpdAccounting(Box<super::dpd::DpdAccountingConfig>),
+    /// The Wide paper's word2vec methods and canaries.
+    Wide(Box<super::wide::WideTable>),
 }
 
 /// A dataset setting of the accounting table, reported at several epoch counts.

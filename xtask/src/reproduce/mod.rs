@@ -8,6 +8,7 @@ mod dpd;
 mod plot;
 mod report;
 mod training;
+mod wide;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,8 +81,8 @@ const PAPERS: [(&str, &str, Option<&str>); 4] = [
     ),
     (
         "wide",
-        "Wide Network Learning with Differential Privacy",
-        Some("issue [7]"),
+        "Wide Network Learning with Differential Privacy (Wide-network paper): word2vec on Brown",
+        None,
     ),
 ];
 
@@ -210,6 +211,15 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<()> {
                 accounting_report(paper, table, rows, &published, &out, header)?
             }
             Experiment::DpdAccounting(c) => dpd::accounting_report(paper, table, c, header)?,
+            Experiment::Wide(w) => wide::wide_report(
+                paper,
+                table,
+                w,
+                &out,
+                args.profile,
+                args.cached_only,
+                header,
+            )?,
             Experiment::Training(t) => {
                 training_report(paper, table, t, &published, &out, args, header, started)?
             }
