@@ -7,6 +7,7 @@ mod config;
 mod dpd;
 mod plot;
 mod report;
+mod summary;
 mod training;
 mod wide;
 
@@ -31,7 +32,7 @@ pub struct ReproduceArgs {
     pub paper: String,
     /// smoke: every table's pipeline on subsets and few epochs (minutes); full: the
     /// papers' settings.
-    #[arg(long, value_enum, default_value_t = Profile::Full)]
+    #[arg(long, value_enum, default_value_t = Profile::Smoke)]
     pub profile: Profile,
     /// Seeds per training run (1..=N); tables report mean ± sd.
     #[arg(long, default_value_t = 1)]
@@ -50,6 +51,10 @@ pub struct ReproduceArgs {
     /// "not run" (for a reproduction stopped part-way).
     #[arg(long)]
     pub cached_only: bool,
+    /// Run nothing: write the one-page summary of the tables in `--out` to this file
+    /// (links relative to it) and exit.
+    #[arg(long)]
+    pub page: Option<PathBuf>,
 }
 
 /// How much of each table runs.
@@ -94,6 +99,19 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
     if args.list {
         return list();
     }
+    if let Some(page) = &args.page {
+        let base = page.parent().unwrap_or(Path::new(""));
+        let link_base = args
+            .out
+            .strip_prefix(base)
+            .unwrap_or(&args.out)
+            .display()
+            .to_string();
+        let text = summary::reproduction_page(&args.out, &link_base)?;
+        training::write_atomically(page, text.as_bytes())?;
+        println!("Wrote {}", page.display());
+        return Ok(());
+    }
     let selected: Vec<_> = match args.paper.as_str() {
         "all" => PAPERS.iter().collect(),
         id => match PAPERS.iter().find(|p| p.0 == id) {
@@ -104,12 +122,34 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
             None => bail!("unknown paper {id:?}; expected one of gdp, sa-dpsgd, dpd, wide, all"),
         },
     };
+    let started = Instant::now();
+    let mut summary = Vec::new();
     for (id, title, pending) in selected {
         match pending {
             Some(issue) => println!("{title}: not reproducible yet ({issue}); skipped"),
-            None => run_paper(id, &args)?,
+            None => {
+                let paper_started = Instant::now();
+                let counts = run_paper(id, &args)?;
+                summary.push((*id, counts, paper_started.elapsed().as_secs_f64()));
+            }
         }
     }
+    println!(
+        "\nSummary ({:?} profile, {} seed(s)):",
+        args.profile, args.seeds
+    );
+    for (id, counts, wall) in &summary {
+        let text: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        println!(
+            "  {id:<9} {} — {wall:.0} s",
+            if text.is_empty() {
+                "nothing compared".to_string()
+            } else {
+                text.join(", ")
+            }
+        );
+    }
+    println!("  total wall {:.0} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -159,7 +199,9 @@ fn utc_now() -> String {
     )
 }
 
-fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<()> {
+/// Runs a paper's tables; returns its comparison counts by status.
+fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usize)>> {
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (tables, published) = load_paper(paper)?;
     if let Some(only) = &args.only {
         if !tables.iter().any(|t| &t.id == only) {
@@ -231,10 +273,13 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<()> {
         )?;
         training::write_atomically(&stem.with_extension("md"), report.markdown().as_bytes())?;
         print_comparison(&report);
+        for (status, n) in report.status_counts() {
+            *counts.entry(status).or_default() += n;
+        }
     }
     write_index(&out, &published, &tables)?;
     println!("\nWrote {}", out.display());
-    Ok(())
+    Ok(counts.into_iter().collect())
 }
 
 fn print_comparison(report: &TableReport) {
