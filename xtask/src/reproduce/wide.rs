@@ -369,6 +369,7 @@ pub fn wide_report(
         "final test loss",
         "test − train",
         "ε RDP (noise and selection jointly)",
+        "ε PLD (the noise alone)",
         "ε the paper states",
     ]
     .iter()
@@ -487,6 +488,23 @@ pub fn wide_report(
         };
         let last = r.epochs.last();
         let (sigma, selection) = method_text(&r.method);
+        // The tight PLD of the Gaussian part (for sparse methods a lower bound on the
+        // whole step, whose selection PLD does not cover).
+        let noise_pld = match (r.method, last) {
+            (
+                WideMethod::DpSgd { noise_multiplier }
+                | WideMethod::Sparse {
+                    noise_multiplier, ..
+                },
+                Some(e),
+            ) => Some(super::accounting::pld_epsilon(
+                table.batch_size as f64 / train.len() as f64,
+                noise_multiplier,
+                e.steps,
+                table.delta,
+            )?),
+            _ => None,
+        };
         let mut row = vec![
             run.label.clone(),
             sigma,
@@ -496,6 +514,7 @@ pub fn wide_report(
             fmt(last.map(|e| e.test_loss), 4),
             fmt(last.map(|e| e.test_loss - e.train_loss), 4),
             fmt(last.and_then(|e| e.epsilon), 2),
+            fmt(noise_pld, 2),
             fmt(run.paper_epsilon, 1),
         ];
         for &c in &table.canaries.copies {
