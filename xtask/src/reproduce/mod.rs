@@ -594,23 +594,24 @@ fn training_report(
             });
         }
     };
-    let runs_dir = out.join("runs").join(&table.id);
+    let runs_root = out.join("runs");
+    let runs_dir = runs_root.join(&table.id);
     let mut by_label: BTreeMap<usize, Vec<RunResult>> = BTreeMap::new();
     for (i, run) in t.runs.iter().enumerate() {
         for seed in 1..=args.seeds {
-            let key = run_key(paper, &table.id, t, run, args.profile, seed)?;
+            let key = run_key(t, run, args.profile, seed)?;
             let entry = by_label.entry(i).or_default();
-            let (result, cached) = if args.cached_only {
-                match training::cached_result(&runs_dir, &key) {
-                    Some(r) => (r, true),
-                    None => {
-                        println!("  {:<28} seed {seed}: not run (--cached-only)", run.label);
-                        continue;
-                    }
-                }
+            let reused = training::cached_in_any_table(&runs_root, &key);
+            let (mut result, cached) = if let Some(r) = reused {
+                (r, true)
+            } else if args.cached_only {
+                println!("  {:<28} seed {seed}: not run (--cached-only)", run.label);
+                continue;
             } else {
                 run_cached(&runs_dir, &key, t, run, args.profile, seed, &data)?
             };
+            // A run reused from another table carries that table's label.
+            result.label.clone_from(&run.label);
             let last = result.epochs.last();
             println!(
                 "  {:<28} seed {seed}: {} {} after {} epochs{}{}",
@@ -1144,9 +1145,7 @@ mod tests {
             panic!("adult trains");
         };
         let run = &t.runs[0];
-        let key = |t: &TrainingTable, run: &config::RunConfig, profile, seed| {
-            run_key("gdp", "adult", t, run, profile, seed)
-        };
+        let key = run_key;
         let base = key(t, run, Profile::Full, 1)?;
         assert_eq!(base, key(t, run, Profile::Full, 1)?);
         assert_ne!(base, key(t, run, Profile::Full, 2)?);
@@ -1157,6 +1156,70 @@ mod tests {
         let mut longer = run.clone();
         longer.epochs += 1;
         assert_ne!(base, key(t, &longer, Profile::Full, 1)?);
+        let mut relabelled = run.clone();
+        relabelled.label = "another table's name for it".into();
+        assert_eq!(base, key(t, &relabelled, Profile::Full, 1)?);
+        Ok(())
+    }
+
+    /// Table 1's SA-DPSGD run and the default point of each Figure 4 ablation are one
+    /// training (overrides resolved), so they share one key and train once.
+    #[test]
+    fn the_same_training_in_two_tables_has_one_key() -> Result<()> {
+        let (tables, _) = load_paper("sa-dpsgd")?;
+        let training = |id: &str| -> &TrainingTable {
+            match &tables.iter().find(|t| t.id == id).expect(id).experiment {
+                Experiment::Training(t) => t,
+                _ => panic!("{id} trains"),
+            }
+        };
+        let key_of = |id: &str, label: &str| -> Result<String> {
+            let t = training(id);
+            let run = t.runs.iter().find(|r| r.label == label).expect(label);
+            run_key(t, run, Profile::Full, 1)
+        };
+        let table1 = key_of("table1-mnist", "SA-DPSGD (tanh)")?;
+        assert_eq!(table1, key_of("ablation-lr", "η=0.5")?);
+        // The batch ablation stops each run at the paper's ε = 3: another training.
+        assert_ne!(table1, key_of("ablation-batch", "B=512")?);
+        assert_eq!(table1, key_of("ablation-q0", "Q₀=10.0")?);
+        assert_eq!(table1, key_of("ablation-mu0", "μ₀=10")?);
+        assert_ne!(table1, key_of("ablation-lr", "η=1.0")?);
+        Ok(())
+    }
+
+    #[test]
+    #[ignore]
+    fn migrate_run_keys() -> Result<()> {
+        for paper in ["gdp", "dpd", "sa-dpsgd"] {
+            let (tables, _) = load_paper(paper)?;
+            for table in &tables {
+                let Experiment::Training(t) = &table.experiment else {
+                    continue;
+                };
+                let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../docs/reproduction")
+                    .join(paper)
+                    .join("runs")
+                    .join(&table.id);
+                let Ok(entries) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in entries {
+                    let path = entry?.path();
+                    let mut result: RunResult =
+                        serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+                    let run = t.runs.iter().find(|r| r.label == result.label).expect("label");
+                    let key = run_key(t, run, Profile::Full, result.seed)?;
+                    result.key.clone_from(&key);
+                    let new = dir.join(format!("{key}.json"));
+                    std::fs::write(&new, serde_json::to_vec_pretty(&result)?)?;
+                    if new != path {
+                        std::fs::remove_file(&path)?;
+                    }
+                }
+            }
+        }
         Ok(())
     }
 

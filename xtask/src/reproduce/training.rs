@@ -161,29 +161,26 @@ struct Partial {
     annealing: Option<AnnealingState>,
 }
 
-/// The hash that identifies a run: its table settings, run config, profile and seed.
-pub fn run_key(
-    paper: &str,
-    table_id: &str,
-    table: &TrainingTable,
-    run: &RunConfig,
-    profile: Profile,
-    seed: u64,
-) -> Result<String> {
+/// The hash that identifies a run: every setting that reaches training, resolved (the
+/// run's overrides applied to the table's defaults), plus profile and seed. Labels and the
+/// table id are left out on purpose, so that the same training in two tables (Table 1's
+/// SA-DPSGD run and each ablation's default point) is one cached run, trained once.
+pub fn run_key(table: &TrainingTable, run: &RunConfig, profile: Profile, seed: u64) -> Result<String> {
     #[derive(Serialize)]
     struct KeyMaterial<'a> {
         schema: u32,
-        paper: &'a str,
-        table: &'a str,
         dataset: DatasetChoice,
         model: ModelChoice,
         algorithm: Algorithm,
         lr: f64,
         batch_size: usize,
         clip: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        clipping: Option<ClippingChoice>,
         delta: f64,
         realised: bool,
         stop_max_mu: Option<f64>,
+        metric: super::config::Metric,
         #[serde(skip_serializing_if = "is_zero")]
         momentum: f64,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -198,23 +195,32 @@ pub fn run_key(
         dpd: Option<DpdTableConfig>,
         #[serde(skip_serializing_if = "Option::is_none")]
         predictive_iterates: Option<usize>,
-        run: &'a RunConfig,
+        sigma: Option<f64>,
+        epochs: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        annealing: &'a Option<dp_optim::annealing::AnnealingConfig>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run_dpd: &'a Option<super::config::DpdRunConfig>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        calibrate_epsilon: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        gaussian_dropout: Option<f64>,
         smoke: Option<super::config::SmokeConfig>,
         seed: u64,
     }
     let material = KeyMaterial {
-        schema: 1,
-        paper,
-        table: table_id,
+        schema: 2,
         dataset: table.dataset,
-        model: table.model,
-        algorithm: table.algorithm,
-        lr: table.lr,
-        batch_size: table.batch_size,
+        model: run.model.unwrap_or(table.model),
+        algorithm: run.algorithm.unwrap_or(table.algorithm),
+        lr: run.lr.unwrap_or(table.lr),
+        batch_size: run.batch_size.unwrap_or(table.batch_size),
         clip: table.clip,
+        clipping: run.clipping.filter(|c| *c != ClippingChoice::Flat),
         delta: table.delta,
         realised: table.realised_batch_normalisation,
         stop_max_mu: table.stop_max_mu,
+        metric: table.metric,
         momentum: table.momentum,
         orders: &table.orders,
         target_epsilon: table.target_epsilon,
@@ -222,7 +228,12 @@ pub fn run_key(
         lr_decay: table.lr_decay,
         dpd: table.dpd,
         predictive_iterates: table.predictive_iterates,
-        run,
+        sigma: run.sigma,
+        epochs: run.epochs,
+        annealing: &run.annealing,
+        run_dpd: &run.dpd,
+        calibrate_epsilon: run.calibrate_epsilon,
+        gaussian_dropout: run.gaussian_dropout,
         smoke: (profile == Profile::Smoke).then_some(table.smoke),
         seed,
     };
@@ -265,6 +276,18 @@ pub fn run_cached(
 pub fn cached_result(dir: &Path, key: &str) -> Option<RunResult> {
     let text = std::fs::read_to_string(dir.join(format!("{key}.json"))).ok()?;
     serde_json::from_str(&text).ok()
+}
+
+/// The finished run `key` trained for any table of one paper (`runs` holds one directory
+/// per table), if any: keys leave the table out, so a run is reused wherever it reappears.
+pub fn cached_in_any_table(runs: &Path, key: &str) -> Option<RunResult> {
+    let mut tables: Vec<PathBuf> = std::fs::read_dir(runs)
+        .ok()?
+        .filter_map(|entry| Some(entry.ok()?.path()))
+        .filter(|path| path.is_dir())
+        .collect();
+    tables.sort();
+    tables.iter().find_map(|dir| cached_result(dir, key))
 }
 
 /// Writes through a temporary file and a rename, so a kill leaves the old file or the new.
