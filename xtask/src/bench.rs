@@ -36,6 +36,10 @@ pub enum Suite {
         /// End with one JSON object.
         #[arg(long)]
         json: bool,
+        /// Also time Opacus on the same network, batch and threads, in the same sitting
+        /// (ours, Opacus, ours again), with `$DP_BENCH_PYTHON` (default `python3`).
+        #[arg(long)]
+        compare_opacus: bool,
     },
     /// Gaussian fill rate into a 10^6 buffer; exponential mechanism and top-k (k = 1%)
     /// over 10^6 scores.
@@ -64,7 +68,15 @@ pub fn run(suite: Suite) -> Result<()> {
             steps,
             tier,
             json,
-        } => dp_sgd(&model, batch_size, steps.max(1), &tier, json),
+            compare_opacus,
+        } => dp_sgd(
+            &model,
+            batch_size,
+            steps.max(1),
+            &tier,
+            json,
+            compare_opacus,
+        ),
     }
 }
 
@@ -222,7 +234,14 @@ fn peak_rss_mib() -> Option<f64> {
 
 /// One full step (forward, loss, backward with or without clipping, noise, SGD update)
 /// on random data, as the engine does it, on either tier.
-fn dp_sgd(model: &str, batch: usize, steps: usize, tier: &str, json: bool) -> Result<()> {
+fn dp_sgd(
+    model: &str,
+    batch: usize,
+    steps: usize,
+    tier: &str,
+    json: bool,
+    compare_opacus: bool,
+) -> Result<()> {
     use dp_mechanisms::NoiseSource;
     use dp_models::fused::FusedModel;
     use dp_models::models::{mnist_cnn, mnist_cnn_autograd, Activation};
@@ -230,14 +249,79 @@ fn dp_sgd(model: &str, batch: usize, steps: usize, tier: &str, json: bool) -> Re
     anyhow::ensure!(batch > 0, "--batch-size must be > 0");
     let mut noise = NoiseSource::seeded(0);
     let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
-    match tier {
+    let mut measure = || match tier {
         "fused" => time_steps(&fused, model, batch, steps, tier, json, &mut noise),
         "autograd" => {
             let auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
             time_steps(&auto, model, batch, steps, tier, json, &mut noise)
         }
         other => anyhow::bail!("--tier must be fused or autograd, not {other}"),
+    };
+    let before = measure()?;
+    if !compare_opacus {
+        return Ok(());
     }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let opacus = opacus_comparison(batch, steps, threads)?;
+    let after = measure()?;
+    // Ours before and after Opacus, so that drift in the sitting shows as a spread.
+    let ours = (before.0 + after.0) / 2.0;
+    let Some((best_mode, best)) = opacus
+        .iter()
+        .filter(|(mode, _)| mode.starts_with("opacus"))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+    else {
+        println!("no Opacus mode ran; no ratio");
+        return Ok(());
+    };
+    println!(
+        "same sitting: ours {ours:.0} samples/s (before {:.0}, after {:.0}) vs Opacus best ({best_mode}) {best:.0}: {:.2}x",
+        before.0,
+        after.0,
+        ours / best
+    );
+    if let Some((_, plain)) = opacus.iter().find(|(mode, _)| mode.starts_with("pytorch")) {
+        println!(
+            "ours (private) vs PyTorch without DP {plain:.0} samples/s: {:.2}x",
+            ours / plain
+        );
+    }
+    Ok(())
+}
+
+/// Runs `scripts/opacus_dp_sgd.py`; returns (mode, samples/s) per mode that ran.
+fn opacus_comparison(batch: usize, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/opacus_dp_sgd.py");
+    let python = std::env::var("DP_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let output = Command::new(&python)
+        .arg(&script)
+        .args([batch, steps, threads].map(|n| n.to_string()))
+        .output()
+        .with_context(|| format!("running {python}"))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "Opacus benchmark failed ({python}): {}",
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .last()
+            .unwrap_or("")
+    );
+    let mut modes = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let row: serde_json::Value = serde_json::from_str(line)?;
+        let mode = row["mode"].as_str().unwrap_or("?").to_string();
+        match row["samples_per_s"].as_f64() {
+            Some(rate) => {
+                println!(
+                    "{mode:<20} {:>8.2} ms/step  {rate:>9.0} samples/s",
+                    row["ms_per_step"].as_f64().unwrap_or(f64::NAN)
+                );
+                modes.push((mode, rate));
+            }
+            None => println!("{mode:<20} did not run: {}", row["error"]),
+        }
+    }
+    Ok(modes)
 }
 
 fn time_steps<M: dp_models::PrivateModel>(
@@ -248,7 +332,7 @@ fn time_steps<M: dp_models::PrivateModel>(
     tier: &str,
     json: bool,
     noise: &mut dp_mechanisms::NoiseSource,
-) -> Result<()> {
+) -> Result<(f64, f64)> {
     use candle_core::{Device, Tensor};
     use dp_models::fused::ClipRule;
     let x: Vec<f32> = (0..batch * 784).map(|_| noise.uniform() as f32).collect();
@@ -316,5 +400,5 @@ fn time_steps<M: dp_models::PrivateModel>(
                 "private_ms_per_step": tp * 1e3, "nonprivate_ms_per_step": tn * 1e3, "peak_rss_mib": rss})
         );
     }
-    Ok(())
+    Ok((sp, sn))
 }

@@ -1189,41 +1189,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore]
-    fn migrate_run_keys() -> Result<()> {
-        for paper in ["gdp", "dpd", "sa-dpsgd"] {
-            let (tables, _) = load_paper(paper)?;
-            for table in &tables {
-                let Experiment::Training(t) = &table.experiment else {
-                    continue;
-                };
-                let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../docs/reproduction")
-                    .join(paper)
-                    .join("runs")
-                    .join(&table.id);
-                let Ok(entries) = std::fs::read_dir(&dir) else {
-                    continue;
-                };
-                for entry in entries {
-                    let path = entry?.path();
-                    let mut result: RunResult =
-                        serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-                    let run = t.runs.iter().find(|r| r.label == result.label).expect("label");
-                    let key = run_key(t, run, Profile::Full, result.seed)?;
-                    result.key.clone_from(&key);
-                    let new = dir.join(format!("{key}.json"));
-                    std::fs::write(&new, serde_json::to_vec_pretty(&result)?)?;
-                    if new != path {
-                        std::fs::remove_file(&path)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    #[test]
     fn utc_dates_are_civil_dates() {
         let now = utc_now();
         assert_eq!(now.len(), "2026-11-30 18:00:00 UTC".len());

@@ -165,7 +165,12 @@ struct Partial {
 /// run's overrides applied to the table's defaults), plus profile and seed. Labels and the
 /// table id are left out on purpose, so that the same training in two tables (Table 1's
 /// SA-DPSGD run and each ablation's default point) is one cached run, trained once.
-pub fn run_key(table: &TrainingTable, run: &RunConfig, profile: Profile, seed: u64) -> Result<String> {
+pub fn run_key(
+    table: &TrainingTable,
+    run: &RunConfig,
+    profile: Profile,
+    seed: u64,
+) -> Result<String> {
     #[derive(Serialize)]
     struct KeyMaterial<'a> {
         schema: u32,
