@@ -53,6 +53,7 @@ mod mechanism;
 mod noise;
 mod report_noisy_max;
 mod sparse_vector;
+mod successive_sampling;
 mod top_k;
 
 pub use error::{Error, Result};

@@ -103,6 +103,23 @@ impl NoiseSource {
         (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
+    /// A uniform index in `0..n`, without modulo bias (values of the 64-bit draw below
+    /// `2^64 mod n` are redrawn, so every index has exactly the same number of preimages).
+    ///
+    /// # Panics
+    /// If `n` is 0 (callers draw from non-empty sets).
+    pub fn index_below(&mut self, n: usize) -> usize {
+        assert!(n > 0, "index_below(0)");
+        let n = n as u64;
+        let threshold = n.wrapping_neg() % n;
+        loop {
+            let x = self.rng.next_u64();
+            if x >= threshold {
+                return (x % n) as usize;
+            }
+        }
+    }
+
     /// A standard normal draw (ziggurat, `rand_distr`).
     pub fn standard_normal(&mut self) -> f64 {
         StandardNormal.sample(&mut self.rng)

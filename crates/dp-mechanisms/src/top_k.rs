@@ -7,6 +7,7 @@ use crate::error::{require_open_unit, require_positive, require_scores, Error, R
 use crate::exponential::{gumbel_keys, ExponentialMechanism};
 use crate::mechanism::Mechanism;
 use crate::noise::NoiseSource;
+use crate::successive_sampling::successive_draws;
 
 /// How the k selections are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +18,12 @@ pub enum TopKMethod {
     /// Add Gumbel noise once and keep the k largest (O(n) partial selection): the same
     /// distribution over ordered outcomes as peeling (Durfee & Rogers 2019, Lemma 4.2).
     OneShotGumbel,
+    /// Peeling's k rounds drawn directly: each round picks an item left with probability
+    /// ∝ `exp(ε₀·u/(2Δ))` (the exponential mechanism over what is left) by bucketed
+    /// rejection sampling, so n items cost O(n) passes without randomness plus O(k)
+    /// random draws, instead of n Gumbel draws. Exact: the same distribution over
+    /// ordered outcomes as `Peeling` and `OneShotGumbel`; the fastest when k ≪ n.
+    WeightedDraws,
 }
 
 /// How the total ε is split into k per-round budgets.
@@ -101,6 +108,9 @@ impl TopK {
         Ok(match self.method {
             TopKMethod::Peeling => self.peel(scores, noise),
             TopKMethod::OneShotGumbel => self.one_shot(scores, noise),
+            TopKMethod::WeightedDraws => {
+                successive_draws(scores, self.round.score_scale(), self.k, noise)
+            }
         })
     }
 

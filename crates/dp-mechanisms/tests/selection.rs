@@ -75,7 +75,11 @@ fn gumbel_top_k_and_peeling_agree() -> dp_mechanisms::Result<()> {
         .collect();
     let exact = ordered_pair_probs(&weights);
     let mut noise = NoiseSource::seeded(11);
-    for method in [TopKMethod::Peeling, TopKMethod::OneShotGumbel] {
+    for method in [
+        TopKMethod::Peeling,
+        TopKMethod::OneShotGumbel,
+        TopKMethod::WeightedDraws,
+    ] {
         let top = TopK::new(1.0, epsilon, 2, false, method, BudgetSplit::Basic)?;
         let mut counts = vec![0u64; 16];
         for _ in 0..300_000 {
@@ -87,6 +91,39 @@ fn gumbel_top_k_and_peeling_agree() -> dp_mechanisms::Result<()> {
             stat < critical,
             "{method:?}: chi-square {stat} >= {critical}"
         );
+    }
+    Ok(())
+}
+
+/// Weighted draws across levels: two items on top, three ~60 log-weight units below (in
+/// the first level's tail, so the third and fourth draws split it). The draws from the tail
+/// follow the exponential mechanism over what is left, exactly.
+#[test]
+fn weighted_draws_reach_into_the_tail_exactly() -> dp_mechanisms::Result<()> {
+    // Score scale ε₀/(2Δ) = 1 with ε = 8, k = 4, Δ = 1.
+    let scores: [f64; 5] = [0.0, -0.4, -60.0, -60.7, -61.5];
+    let top = TopK::new(
+        1.0,
+        8.0,
+        4,
+        false,
+        TopKMethod::WeightedDraws,
+        BudgetSplit::Basic,
+    )?;
+    let tail_weights: Vec<f64> = scores[2..].iter().map(|u| u.exp()).collect();
+    let first_two = ordered_pair_probs(&[1.0, (-0.4f64).exp()]);
+    let last_two = ordered_pair_probs(&tail_weights);
+    let mut noise = NoiseSource::seeded(12);
+    let (mut head, mut tail) = (vec![0u64; 4], vec![0u64; 9]);
+    for _ in 0..200_000 {
+        let chosen = top.select(&scores, &mut noise)?;
+        assert!(chosen[0] < 2 && chosen[1] < 2, "{chosen:?}");
+        head[chosen[0] * 2 + chosen[1]] += 1;
+        tail[(chosen[2] - 2) * 3 + chosen[3] - 2] += 1;
+    }
+    for (counts, exact) in [(&head, &first_two), (&tail, &last_two)] {
+        let (stat, critical) = chi_square(counts, exact);
+        assert!(stat < critical, "chi-square {stat} >= {critical}");
     }
     Ok(())
 }
