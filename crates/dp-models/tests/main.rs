@@ -3,6 +3,7 @@
 
 mod autograd;
 mod data;
+mod fixtures;
 mod fused;
 mod papers_data;
 mod reference;

@@ -97,10 +97,6 @@ fn real_adult_when_present() {
 }
 
 fn acl_imdb_fixture() -> Vec<u8> {
-    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
-        Vec::new(),
-        flate2::Compression::default(),
-    ));
     let files = [
         (
             "aclImdb/train/pos/0_9.txt",
@@ -112,19 +108,7 @@ fn acl_imdb_fixture() -> Vec<u8> {
         ("aclImdb/test/neg/0_1.txt", "unseen words only"),
         ("aclImdb/README", "not a review"),
     ];
-    for (path, text) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(text.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, path, text.as_bytes())
-            .expect("append");
-    }
-    builder
-        .into_inner()
-        .and_then(|gz| gz.finish())
-        .expect("tar.gz")
+    crate::fixtures::tar_gz(&files)
 }
 
 #[test]

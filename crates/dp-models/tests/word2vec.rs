@@ -10,10 +10,6 @@ use dp_models::word2vec::{
 };
 
 fn brown_fixture() -> Vec<u8> {
-    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
-        Vec::new(),
-        flate2::Compression::default(),
-    ));
     let files = [
         (
             "package/ca01",
@@ -23,19 +19,7 @@ fn brown_fixture() -> Vec<u8> {
         ("package/cats.txt", "ca01 news\ncb02 editorial\n"),
         ("package/README", "not a document"),
     ];
-    for (path, text) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(text.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, path, text.as_bytes())
-            .expect("append");
-    }
-    builder
-        .into_inner()
-        .and_then(|gz| gz.finish())
-        .expect("gzip")
+    crate::fixtures::tar_gz(&files)
 }
 
 #[test]
