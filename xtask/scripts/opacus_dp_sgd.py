@@ -45,7 +45,7 @@ def private_step_fn(mode, batch):
     )
     loader = torch.utils.data.DataLoader(data, batch_size=batch)
     engine = PrivacyEngine()
-    model, optimizer, loader = engine.make_private(
+    settings = dict(
         module=model,
         optimizer=optimizer,
         data_loader=loader,
@@ -54,8 +54,15 @@ def private_step_fn(mode, batch):
         poisson_sampling=False,
         grad_sample_mode=mode,
     )
+    if mode == "ghost":
+        # Ghost clipping wraps the criterion (two backward passes inside `backward`).
+        model, optimizer, loss_fn, loader = engine.make_private(
+            criterion=nn.CrossEntropyLoss(), **settings
+        )
+    else:
+        model, optimizer, loader = engine.make_private(**settings)
+        loss_fn = nn.CrossEntropyLoss()
     x, y = next(iter(loader))
-    loss_fn = nn.CrossEntropyLoss()
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -84,7 +91,7 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(threads)
     candidates = {"pytorch (no DP)": lambda: plain_step_fn(batch)}
-    for mode in ("hooks", "ew", "functorch"):
+    for mode in ("hooks", "ghost", "ew", "functorch"):
         candidates[f"opacus {mode}"] = lambda mode=mode: private_step_fn(mode, batch)
     steppers = {}
     for name, make in candidates.items():
