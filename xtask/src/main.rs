@@ -7,6 +7,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc keeps freed blocks for reuse; with glibc every large intermediate of a DP step
+/// is returned to the OS and page-faulted in again (measured in docs/training.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "cargo xtask",

@@ -11,6 +11,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc keeps freed blocks for reuse; with glibc every large intermediate of a DP step
+/// is returned to the OS and page-faulted in again (docs/training.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,

@@ -271,6 +271,46 @@ fn tiers_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The CPU custom ops (unfold, conv and linear matmuls without weight gradients, max-pool,
+/// tanh) give what Candle's own ops give (the CUDA path), on the MNIST CNN.
+#[test]
+fn cpu_ops_match_candles_own_ops() -> Result<(), Box<dyn std::error::Error>> {
+    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
+    for activation in [Activation::Tanh, Activation::Relu] {
+        let mut noise = NoiseSource::seeded(32);
+        let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
+        let fast = mnist_cnn_autograd(activation, &fused.to_torch()?)?;
+        let portable = mnist_cnn_autograd(activation, &fused.to_torch()?)?.with_portable_ops();
+        let x = random(&mut noise, &[5, 784], 1.0).affine(0.5, 0.5)?;
+        let labels: Vec<u32> = vec![2, 4, 6, 8, 0];
+        let rule = ClipRule::Flat { max_norm: 0.5 };
+        let (a, b) = (
+            fast.private_gradients(&x, &labels, rule)?,
+            portable.private_gradients(&x, &labels, rule)?,
+        );
+        for (p, q) in a.squared_norms.iter().zip(&b.squared_norms) {
+            assert!((p - q).abs() <= 1e-5 * q, "{activation:?}: norm {p} vs {q}");
+        }
+        for (p, q) in a.clipped_sums.iter().zip(&b.clipped_sums) {
+            assert!(
+                relative_error(p, q) < 1e-5,
+                "{activation:?}: clipped sums differ"
+            );
+        }
+        let (pa, pb) = (
+            fast.per_sample_gradients(&x, &labels)?,
+            portable.per_sample_gradients(&x, &labels)?,
+        );
+        for (p, q) in pa.iter().zip(&pb) {
+            assert!(
+                relative_error(p, q) < 1e-5,
+                "{activation:?}: per-sample gradients differ"
+            );
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn imdb_model_has_160306_parameters_and_matches_a_per_example_loop(
 ) -> Result<(), Box<dyn std::error::Error>> {

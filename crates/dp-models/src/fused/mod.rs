@@ -7,7 +7,7 @@
 //! pass, so no per-sample gradient tensor for the whole batch ever exists.
 
 mod exec;
-mod kernels;
+pub(crate) mod kernels;
 mod layout;
 mod ops;
 mod spec;

@@ -14,6 +14,9 @@ use candle_core::{DType, Device, Tensor, Var, D};
 use crate::error::{Error, Result};
 use crate::fused::ClipRule;
 
+mod cpu_ops;
+use cpu_ops::{ConvMatmul, MatmulNt, MaxPool, Tanh, Unfold};
+
 /// One tap of the forward: the layer's (detached) input and its output probe.
 #[derive(Debug)]
 pub struct TapeEntry {
@@ -30,6 +33,15 @@ pub struct TapeEntry {
 pub struct Tape {
     /// Entries in forward order.
     pub entries: Vec<TapeEntry>,
+    /// Use Candle's own ops only, as on CUDA, even where the CPU ops apply.
+    pub portable: bool,
+}
+
+impl Tape {
+    /// Whether the layers may use the CPU custom ops on `t`.
+    pub fn cpu_ops_apply(&self, t: &Tensor) -> bool {
+        !self.portable && cpu_ops::applies(t)
+    }
 }
 
 /// The per-sample-gradient protocol every DP layer implements.
@@ -116,8 +128,13 @@ impl DpLayer for DpLinear {
                     self.weight.as_tensor().detach(),
                     self.bias.as_tensor().detach(),
                 );
-                let z = x.broadcast_matmul(&w.t()?)?.broadcast_add(&b)?;
-                tap(z, x.detach(), tape, layer)
+                let z = if x.rank() == 2 && tape.cpu_ops_apply(x) {
+                    // Input-gradient-only matmul: no unused weight gradient.
+                    x.contiguous()?.apply_op2(&w, MatmulNt)?
+                } else {
+                    x.broadcast_matmul(&w.t()?)?
+                };
+                tap(z.broadcast_add(&b)?, x.detach(), tape, layer)
             }
         }
     }
@@ -250,9 +267,10 @@ impl DpLayer for DpEmbedding {
 
 /// 2-D convolution with bias on NCHW input (B, Cin, H, W), square kernel.
 ///
-/// Forward uses Candle's `conv2d` with the weight as a constant (so only the input
-/// gradient is computed); per-sample gradients are `Gᵢ·Uᵢ` with `Uᵢ` the im2col matrix of
-/// the (detached) input, built on the CPU.
+/// In DP mode the tape keeps the im2col matrix `U` of the input, and per-sample gradients
+/// are `Gᵢ·Uᵢ`. On the CPU the forward is the unfold op and an input-gradient-only matmul
+/// against the constant weight (`cpu_ops`); elsewhere it is Candle's `conv2d` with the
+/// weight as a constant, and `U` is built on the CPU.
 pub struct DpConv2d {
     weight: Var,
     bias: Var,
@@ -277,37 +295,31 @@ impl DpConv2d {
         })
     }
 
-    /// im2col of the input: (B, L, Cin·k·k), columns in PyTorch's (cin, ky, kx) order.
-    fn unfold(&self, input: &Tensor) -> Result<Tensor> {
-        let (b, cin, h, w) = input.dims4()?;
-        let (_, _, k, _) = self.weight.as_tensor().dims4()?;
-        let (s, p) = (self.stride, self.padding);
-        let (oh, ow) = ((h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1);
-        let x: Vec<f32> = input.to_device(&Device::Cpu)?.flatten_all()?.to_vec1()?;
-        let cols = cin * k * k;
-        let mut u = vec![0.0f32; b * oh * ow * cols];
-        for i in 0..b {
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    let row = &mut u[((i * oh + oy) * ow + ox) * cols..][..cols];
-                    for c in 0..cin {
-                        for ky in 0..k {
-                            for kx in 0..k {
-                                let (iy, ix) = (
-                                    (oy * s + ky) as isize - p as isize,
-                                    (ox * s + kx) as isize - p as isize,
-                                );
-                                if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w {
-                                    row[(c * k + ky) * k + kx] =
-                                        x[((i * cin + c) * h + iy as usize) * w + ix as usize];
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+    /// The im2col geometry for an input of shape (B, Cin, H, W).
+    fn geometry(&self, input: &Tensor) -> Result<Unfold> {
+        let (_, channels, height, width) = input.dims4()?;
+        let (_, _, kernel, _) = self.weight.as_tensor().dims4()?;
+        if height + 2 * self.padding < kernel || width + 2 * self.padding < kernel {
+            return Err(Error::InvalidModel(format!(
+                "conv kernel {kernel} exceeds the padded input {height}×{width}"
+            )));
         }
-        Ok(Tensor::from_vec(u, (b, oh * ow, cols), input.device())?)
+        Ok(Unfold {
+            channels,
+            height,
+            width,
+            kernel,
+            stride: self.stride,
+            padding: self.padding,
+        })
+    }
+
+    /// im2col of the (detached) input: (B, L, Cin·k·k), columns in PyTorch's (cin, ky, kx)
+    /// order, computed on the CPU.
+    fn unfold(&self, input: &Tensor) -> Result<Tensor> {
+        let geometry = self.geometry(input)?;
+        let cpu = input.to_device(&Device::Cpu)?.contiguous()?;
+        Ok(cpu.apply_op1_no_bwd(&geometry)?.to_device(input.device())?)
     }
 
     /// The probe gradient as (B, Cout, L).
@@ -325,12 +337,31 @@ impl DpLayer for DpConv2d {
         };
         match tape {
             None => conv(self.weight.as_tensor(), self.bias.as_tensor()),
+            Some((tape, layer)) if tape.cpu_ops_apply(x) => {
+                // Unfold (with its own backward) and an input-gradient-only matmul against
+                // the constant weight; the unfolded input is what the tape keeps.
+                let geometry = self.geometry(x)?;
+                let (oh, ow) = geometry.out_size();
+                let b = x.dims4()?.0;
+                let (cout, cin, k, _) = self.weight.as_tensor().dims4()?;
+                let u = x.contiguous()?.apply_op1(geometry)?;
+                let w = self
+                    .weight
+                    .as_tensor()
+                    .detach()
+                    .reshape((cout, cin * k * k))?;
+                let z = u
+                    .apply_op2(&w, ConvMatmul)?
+                    .broadcast_add(&self.bias.as_tensor().detach().reshape((1, cout, 1))?)?
+                    .reshape((b, cout, oh, ow))?;
+                tap(z, u.detach(), tape, layer)
+            }
             Some((tape, layer)) => {
                 let z = conv(
                     &self.weight.as_tensor().detach(),
                     &self.bias.as_tensor().detach(),
                 )?;
-                tap(z, x.detach(), tape, layer)
+                tap(z, self.unfold(&x.detach())?, tape, layer)
             }
         }
     }
@@ -352,7 +383,7 @@ impl DpLayer for DpConv2d {
         let g = Self::grad_rows(grad_out)?;
         let (b, cout, l) = g.dims3()?;
         let gc = g.broadcast_mul(&factors.reshape((b, 1, 1))?)?;
-        let u = self.unfold(&entry.input)?;
+        let u = &entry.input;
         // (Cout, B·L) · (B·L, K): one matmul, no per-sample tensors.
         let lhs = gc.transpose(0, 1)?.contiguous()?.reshape((cout, b * l))?;
         let weight = lhs
@@ -363,11 +394,11 @@ impl DpLayer for DpConv2d {
 
     fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>> {
         let g = Self::grad_rows(grad_out)?;
-        let u = self.unfold(&entry.input)?;
+        let u = &entry.input;
         let (b, _, _) = g.dims3()?;
         let mut shape = vec![b];
         shape.extend_from_slice(self.weight.as_tensor().dims());
-        Ok(vec![g.contiguous()?.matmul(&u)?.reshape(shape)?, g.sum(2)?])
+        Ok(vec![g.contiguous()?.matmul(u)?.reshape(shape)?, g.sum(2)?])
     }
 }
 
@@ -438,6 +469,7 @@ fn max_pool(a: &Tensor, kernel: usize, stride: usize) -> Result<Tensor> {
 /// A sequential model on the autograd tier.
 pub struct AutogradModel {
     stages: Vec<Stage>,
+    portable: bool,
 }
 
 /// The result of a private backward on the autograd tier.
@@ -454,7 +486,22 @@ pub struct AutogradGradients {
 impl AutogradModel {
     /// From its stages.
     pub fn new(stages: Vec<Stage>) -> Self {
-        AutogradModel { stages }
+        AutogradModel {
+            stages,
+            portable: false,
+        }
+    }
+
+    /// Candle's own ops only (the CUDA path), even on the CPU, where the tier otherwise
+    /// uses its CPU custom ops (unfold, input-gradient-only matmuls, max-pool, tanh): the
+    /// reference the custom ops are tested against.
+    pub fn with_portable_ops(mut self) -> Self {
+        self.portable = true;
+        self
+    }
+
+    fn cpu_ops_apply(&self, t: &Tensor) -> bool {
+        !self.portable && cpu_ops::applies(t)
     }
 
     /// Every trainable var, in stage order.
@@ -478,9 +525,16 @@ impl AutogradModel {
         for (i, stage) in self.stages.iter().enumerate() {
             a = match stage {
                 Stage::Layer(layer) => layer.forward(&a, tape.as_deref_mut().map(|t| (t, i)))?,
+                Stage::Tanh if self.cpu_ops_apply(&a) => a.contiguous()?.apply_op1(Tanh)?,
                 Stage::Tanh => a.tanh()?,
                 Stage::Relu => a.relu()?,
                 Stage::MeanOverTime => a.mean(1)?,
+                Stage::MaxPool { kernel, stride } if self.cpu_ops_apply(&a) => {
+                    a.contiguous()?.apply_op1(MaxPool {
+                        kernel: *kernel,
+                        stride: *stride,
+                    })?
+                }
                 Stage::MaxPool { kernel, stride } => max_pool(&a, *kernel, *stride)?,
                 Stage::Flatten => a.flatten_from(1)?,
                 Stage::Image {
@@ -516,7 +570,10 @@ impl AutogradModel {
         labels: &[u32],
         rule: ClipRule,
     ) -> Result<AutogradGradients> {
-        let mut tape = Tape::default();
+        let mut tape = Tape {
+            portable: self.portable,
+            ..Tape::default()
+        };
         let logits = self.run(x, Some(&mut tape))?;
         let (losses, grads) = per_example_backward(&logits, labels)?;
         // Per-layer squared norms (B,) of every tap, then the per-example total.
@@ -585,7 +642,10 @@ impl AutogradModel {
 
     /// Materialised per-sample gradients, one (B, …) tensor per var (tests).
     pub fn per_sample_gradients(&self, x: &Tensor, labels: &[u32]) -> Result<Vec<Tensor>> {
-        let mut tape = Tape::default();
+        let mut tape = Tape {
+            portable: self.portable,
+            ..Tape::default()
+        };
         let logits = self.run(x, Some(&mut tape))?;
         let (_, grads) = per_example_backward(&logits, labels)?;
         let mut out = Vec::new();

@@ -1,0 +1,540 @@
+//! CPU custom ops of the autograd tier, each with its own backward: im2col ("unfold") of
+//! NCHW images and max pooling. Candle's CPU `conv2d` backward and the `index_select`
+//! pooling cost ~85% of a DP step (docs/training.md); with these a convolution becomes an
+//! unfold plus an input-gradient-only matmul against constant weights. Other devices keep
+//! the portable Candle path.
+
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
+use rayon::prelude::*;
+
+use crate::fused::kernels::{matmul, tanh_fast, Mat};
+
+fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<&'a [f32]> {
+    match (storage, layout.contiguous_offsets()) {
+        (CpuStorage::F32(v), Some((start, end))) => Ok(&v[start..end]),
+        _ => Err(candle_core::Error::Msg(
+            "autograd CPU ops need contiguous f32 tensors".into(),
+        )),
+    }
+}
+
+/// Whether the CPU ops apply to `t` (f32 on the CPU).
+pub(crate) fn applies(t: &Tensor) -> bool {
+    t.device().is_cpu() && t.dtype() == candle_core::DType::F32
+}
+
+/// A convolution's geometry on NCHW input.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unfold {
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+    pub kernel: usize,
+    pub stride: usize,
+    pub padding: usize,
+}
+
+impl Unfold {
+    pub(crate) fn out_size(&self) -> (usize, usize) {
+        let out = |n: usize| (n + 2 * self.padding - self.kernel) / self.stride + 1;
+        (out(self.height), out(self.width))
+    }
+
+    fn cols(&self) -> usize {
+        self.channels * self.kernel * self.kernel
+    }
+
+    fn image_size(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+
+    /// For output pixel (oy, ox), column (c, ky, kx): the image offset, if inside.
+    fn visit(&self, mut f: impl FnMut(usize, usize)) {
+        let (oh, ow) = self.out_size();
+        let (k, s, p) = (self.kernel, self.stride, self.padding as isize);
+        let cols = self.cols();
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let row = (oy * ow + ox) * cols;
+                for c in 0..self.channels {
+                    for ky in 0..k {
+                        let iy = (oy * s + ky) as isize - p;
+                        if iy < 0 || iy as usize >= self.height {
+                            continue;
+                        }
+                        let base = (c * self.height + iy as usize) * self.width;
+                        for kx in 0..k {
+                            let ix = (ox * s + kx) as isize - p;
+                            if ix >= 0 && (ix as usize) < self.width {
+                                f(row + (c * k + ky) * k + kx, base + ix as usize);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// (B, C, H, W) → (B, L, C·k·k), columns in PyTorch's (c, ky, kx) order, zero padding.
+impl CustomOp1 for Unfold {
+    fn name(&self) -> &'static str {
+        "dp-unfold"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = contiguous_f32(storage, layout)?;
+        let (b, c, h, w) = layout.shape().dims4()?;
+        if (c, h, w) != (self.channels, self.height, self.width) {
+            return Err(candle_core::Error::Msg(format!(
+                "unfold: input (_, {c}, {h}, {w}) does not match {self:?}"
+            )));
+        }
+        let (oh, ow) = self.out_size();
+        let per_sample = oh * ow * self.cols();
+        let mut u = vec![0.0f32; b * per_sample];
+        u.par_chunks_mut(per_sample)
+            .zip(x.par_chunks(self.image_size()))
+            .for_each(|(u, x)| self.visit(|dst, src| u[dst] = x[src]));
+        Ok((CpuStorage::F32(u), Shape::from((b, oh * ow, self.cols()))))
+    }
+
+    fn bwd(
+        &self,
+        _arg: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(grad_res.contiguous()?.apply_op1_no_bwd(&Fold(*self))?))
+    }
+}
+
+/// The adjoint of [`Unfold`]: (B, L, C·k·k) → (B, C, H, W), overlaps summed.
+struct Fold(Unfold);
+
+impl CustomOp1 for Fold {
+    fn name(&self) -> &'static str {
+        "dp-fold"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let g = self.0;
+        let du = contiguous_f32(storage, layout)?;
+        let (b, _, _) = layout.shape().dims3()?;
+        let (oh, ow) = g.out_size();
+        let per_sample = oh * ow * g.cols();
+        let mut dx = vec![0.0f32; b * g.image_size()];
+        dx.par_chunks_mut(g.image_size())
+            .zip(du.par_chunks(per_sample))
+            .for_each(|(dx, du)| g.visit(|src, dst| dx[dst] += du[src]));
+        Ok((
+            CpuStorage::F32(dx),
+            Shape::from((b, g.channels, g.height, g.width)),
+        ))
+    }
+}
+
+/// Max pooling on NCHW, any kernel and stride; the first maximum in a window wins
+/// (PyTorch's order), and the backward sends the gradient to it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MaxPool {
+    pub kernel: usize,
+    pub stride: usize,
+}
+
+impl MaxPool {
+    /// Calls `f(output index, input index of the window's first maximum)` per output.
+    fn argmax(&self, x: &[f32], h: usize, w: usize, mut f: impl FnMut(usize, usize)) {
+        let (oh, ow) = (
+            (h - self.kernel) / self.stride + 1,
+            (w - self.kernel) / self.stride + 1,
+        );
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut best = (oy * self.stride) * w + ox * self.stride;
+                for ky in 0..self.kernel {
+                    for kx in 0..self.kernel {
+                        let i = (oy * self.stride + ky) * w + ox * self.stride + kx;
+                        if x[i] > x[best] {
+                            best = i;
+                        }
+                    }
+                }
+                f(oy * ow + ox, best);
+            }
+        }
+    }
+}
+
+impl CustomOp1 for MaxPool {
+    fn name(&self) -> &'static str {
+        "dp-max-pool"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = contiguous_f32(storage, layout)?;
+        let (b, c, h, w) = layout.shape().dims4()?;
+        if h < self.kernel || w < self.kernel {
+            return Err(candle_core::Error::Msg(format!(
+                "pool window {} exceeds the input {h}×{w}",
+                self.kernel
+            )));
+        }
+        let (oh, ow) = (
+            (h - self.kernel) / self.stride + 1,
+            (w - self.kernel) / self.stride + 1,
+        );
+        let mut out = vec![0.0f32; b * c * oh * ow];
+        // One task per sample (a task per channel plane would be too small to pay off).
+        out.par_chunks_mut(c * oh * ow)
+            .zip(x.par_chunks(c * h * w))
+            .for_each(|(out, x)| {
+                for (out, x) in out.chunks_mut(oh * ow).zip(x.chunks(h * w)) {
+                    self.argmax(x, h, w, |o, i| out[o] = x[i]);
+                }
+            });
+        Ok((CpuStorage::F32(out), Shape::from((b, c, oh, ow))))
+    }
+
+    fn bwd(
+        &self,
+        arg: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(
+            &grad_res.contiguous()?,
+            &MaxPoolBackward(*self),
+        )?))
+    }
+}
+
+/// `(input, d output) → d input` of [`MaxPool`].
+struct MaxPoolBackward(MaxPool);
+
+impl CustomOp2 for MaxPoolBackward {
+    fn name(&self) -> &'static str {
+        "dp-max-pool-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (x, g) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (b, c, h, w) = l1.shape().dims4()?;
+        let (_, _, oh, ow) = l2.shape().dims4()?;
+        let mut dx = vec![0.0f32; b * c * h * w];
+        dx.par_chunks_mut(c * h * w)
+            .zip(x.par_chunks(c * h * w).zip(g.par_chunks(c * oh * ow)))
+            .for_each(|(dx, (x, g))| {
+                for (dx, (x, g)) in dx
+                    .chunks_mut(h * w)
+                    .zip(x.chunks(h * w).zip(g.chunks(oh * ow)))
+                {
+                    self.0.argmax(x, h, w, |o, i| dx[i] += g[o]);
+                }
+            });
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+/// Rows per parallel task of the matmuls below.
+const ROWS_PER_TASK: usize = 128;
+
+/// `x (M, K) · wᵀ` with `w (N, K)` → (M, N). Backward: x's gradient only — the weight is a
+/// constant in DP mode, and Candle's own matmul backward would also compute the (unused,
+/// unclipped) weight gradient, a gemm as large as the forward.
+pub(crate) struct MatmulNt;
+
+impl CustomOp2 for MatmulNt {
+    fn name(&self) -> &'static str {
+        "dp-matmul-nt"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let ((m, k), (n, k2)) = (l1.shape().dims2()?, l2.shape().dims2()?);
+        if k != k2 {
+            return Err(candle_core::Error::Msg(format!(
+                "matmul-nt: ({m}, {k}) · ({n}, {k2})ᵀ"
+            )));
+        }
+        let (x, w) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let mut out = vec![0.0f32; m * n];
+        if n > 0 && k > 0 {
+            out.par_chunks_mut(ROWS_PER_TASK * n)
+                .zip(x.par_chunks(ROWS_PER_TASK * k))
+                .for_each(|(dst, rows)| {
+                    let lhs = Mat {
+                        data: rows,
+                        row_stride: k,
+                        col_stride: 1,
+                    };
+                    let rhs = Mat {
+                        data: w,
+                        row_stride: 1,
+                        col_stride: k,
+                    };
+                    matmul(dst.len() / n, n, k, dst, n, false, lhs, rhs);
+                });
+        }
+        Ok((CpuStorage::F32(out), Shape::from((m, n))))
+    }
+
+    fn bwd(
+        &self,
+        _x: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let dx = grad_res
+            .contiguous()?
+            .apply_op2_no_bwd(&w.contiguous()?, &MatmulNn)?;
+        Ok((Some(dx), None))
+    }
+}
+
+/// `a (M, N) · b (N, K)` → (M, K), no backward (the gradient of [`MatmulNt`]).
+struct MatmulNn;
+
+impl CustomOp2 for MatmulNn {
+    fn name(&self) -> &'static str {
+        "dp-matmul-nn"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let ((m, n), (n2, k)) = (l1.shape().dims2()?, l2.shape().dims2()?);
+        if n != n2 {
+            return Err(candle_core::Error::Msg(format!(
+                "matmul-nn: ({m}, {n}) · ({n2}, {k})"
+            )));
+        }
+        let (a, b) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let mut out = vec![0.0f32; m * k];
+        if n > 0 && k > 0 {
+            out.par_chunks_mut(ROWS_PER_TASK * k)
+                .zip(a.par_chunks(ROWS_PER_TASK * n))
+                .for_each(|(dst, rows)| {
+                    let lhs = Mat {
+                        data: rows,
+                        row_stride: n,
+                        col_stride: 1,
+                    };
+                    let rhs = Mat {
+                        data: b,
+                        row_stride: k,
+                        col_stride: 1,
+                    };
+                    matmul(dst.len() / k, k, n, dst, k, false, lhs, rhs);
+                });
+        }
+        Ok((CpuStorage::F32(out), Shape::from((m, k))))
+    }
+}
+
+/// Elements per parallel task of the element-wise ops below.
+const ELEMENTS_PER_TASK: usize = 16 * 1024;
+
+/// tanh with the fused tier's one-`exp` kernel (|error| ≤ 1.2e-7; Candle's CPU tanh calls
+/// libm per element); backward `g·(1 − tanh²)` in one pass over the result.
+pub(crate) struct Tanh;
+
+impl CustomOp1 for Tanh {
+    fn name(&self) -> &'static str {
+        "dp-tanh"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = contiguous_f32(storage, layout)?;
+        let mut out = vec![0.0f32; x.len()];
+        out.par_chunks_mut(ELEMENTS_PER_TASK)
+            .zip(x.par_chunks(ELEMENTS_PER_TASK))
+            .for_each(|(out, x)| {
+                out.iter_mut().zip(x).for_each(|(o, &v)| *o = tanh_fast(v));
+            });
+        Ok((CpuStorage::F32(out), layout.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        _arg: &Tensor,
+        res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(res.contiguous()?.apply_op2_no_bwd(
+            &grad_res.contiguous()?,
+            &TanhBackward,
+        )?))
+    }
+}
+
+/// `(tanh(x), g) → g·(1 − tanh²(x))`.
+struct TanhBackward;
+
+impl CustomOp2 for TanhBackward {
+    fn name(&self) -> &'static str {
+        "dp-tanh-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (t, g) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        if t.len() != g.len() {
+            return Err(candle_core::Error::Msg(
+                "tanh backward: shape mismatch".into(),
+            ));
+        }
+        let mut dx = vec![0.0f32; t.len()];
+        dx.par_chunks_mut(ELEMENTS_PER_TASK)
+            .zip(
+                t.par_chunks(ELEMENTS_PER_TASK)
+                    .zip(g.par_chunks(ELEMENTS_PER_TASK)),
+            )
+            .for_each(|(dx, (t, g))| {
+                for ((d, &t), &g) in dx.iter_mut().zip(t).zip(g) {
+                    *d = g * (1.0 - t * t);
+                }
+            });
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+/// A convolution on its unfolded input: `U (B, L, K)`, `W (Cout, K)` → `Z (B, Cout, L)`
+/// with `Zᵢ = W·Uᵢᵀ`, already in NCHW order. Backward: U's gradient only
+/// (`dUᵢ = dZᵢᵀ·W`), the weight being a constant in DP mode.
+pub(crate) struct ConvMatmul;
+
+impl CustomOp2 for ConvMatmul {
+    fn name(&self) -> &'static str {
+        "dp-conv-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let ((b, l, k), (cout, k2)) = (l1.shape().dims3()?, l2.shape().dims2()?);
+        if k != k2 {
+            return Err(candle_core::Error::Msg(format!(
+                "conv-matmul: U (_, {l}, {k}), W ({cout}, {k2})"
+            )));
+        }
+        let (u, w) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let mut z = vec![0.0f32; b * cout * l];
+        if l > 0 && k > 0 && cout > 0 {
+            z.par_chunks_mut(cout * l)
+                .zip(u.par_chunks(l * k))
+                .for_each(|(z, u)| {
+                    let lhs = Mat {
+                        data: w,
+                        row_stride: k,
+                        col_stride: 1,
+                    };
+                    let rhs = Mat {
+                        data: u,
+                        row_stride: 1,
+                        col_stride: k,
+                    };
+                    matmul(cout, l, k, z, l, false, lhs, rhs);
+                });
+        }
+        Ok((CpuStorage::F32(z), Shape::from((b, cout, l))))
+    }
+
+    fn bwd(
+        &self,
+        _u: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let du = grad_res
+            .contiguous()?
+            .apply_op2_no_bwd(&w.contiguous()?, &ConvMatmulBackward)?;
+        Ok((Some(du), None))
+    }
+}
+
+/// `(dZ (B, Cout, L), W (Cout, K)) → dU (B, L, K)`, `dUᵢ = dZᵢᵀ·W`.
+struct ConvMatmulBackward;
+
+impl CustomOp2 for ConvMatmulBackward {
+    fn name(&self) -> &'static str {
+        "dp-conv-matmul-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let ((b, cout, l), (cout2, k)) = (l1.shape().dims3()?, l2.shape().dims2()?);
+        if cout != cout2 {
+            return Err(candle_core::Error::Msg(
+                "conv-matmul backward: channel mismatch".into(),
+            ));
+        }
+        let (g, w) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let mut du = vec![0.0f32; b * l * k];
+        if l > 0 && k > 0 && cout > 0 {
+            du.par_chunks_mut(l * k)
+                .zip(g.par_chunks(cout * l))
+                .for_each(|(du, g)| {
+                    let lhs = Mat {
+                        data: g,
+                        row_stride: 1,
+                        col_stride: l,
+                    };
+                    let rhs = Mat {
+                        data: w,
+                        row_stride: k,
+                        col_stride: 1,
+                    };
+                    matmul(l, k, cout, du, k, false, lhs, rhs);
+                });
+        }
+        Ok((CpuStorage::F32(du), Shape::from((b, l, k))))
+    }
+}
