@@ -48,27 +48,34 @@ impl Unfold {
         self.channels * self.height * self.width
     }
 
-    /// For output pixel (oy, ox), column (c, ky, kx): the image offset, if inside.
-    fn visit(&self, mut f: impl FnMut(usize, usize)) {
+    /// For output pixel (oy, ox) and kernel row (c, ky): calls `f(column, image offset,
+    /// run length)` for the run of kernel columns kx that fall inside the image — `run`
+    /// consecutive values in both the im2col row and the NCHW image.
+    fn visit_runs(&self, mut f: impl FnMut(usize, usize, usize)) {
         let (oh, ow) = self.out_size();
         let (k, s, p) = (self.kernel, self.stride, self.padding as isize);
         let cols = self.cols();
         for oy in 0..oh {
             for ox in 0..ow {
                 let row = (oy * ow + ox) * cols;
+                let x0 = (ox * s) as isize - p;
+                let lo = (-x0).max(0) as usize;
+                let hi = ((self.width as isize - x0).max(0) as usize).min(k);
+                if lo >= hi {
+                    continue;
+                }
                 for c in 0..self.channels {
                     for ky in 0..k {
                         let iy = (oy * s + ky) as isize - p;
                         if iy < 0 || iy as usize >= self.height {
                             continue;
                         }
-                        let base = (c * self.height + iy as usize) * self.width;
-                        for kx in 0..k {
-                            let ix = (ox * s + kx) as isize - p;
-                            if ix >= 0 && (ix as usize) < self.width {
-                                f(row + (c * k + ky) * k + kx, base + ix as usize);
-                            }
-                        }
+                        let image = (c * self.height + iy as usize) * self.width;
+                        f(
+                            row + (c * k + ky) * k + lo,
+                            image + (x0 + lo as isize) as usize,
+                            hi - lo,
+                        );
                     }
                 }
             }
@@ -99,7 +106,9 @@ impl CustomOp1 for Unfold {
         let mut u = vec![0.0f32; b * per_sample];
         u.par_chunks_mut(per_sample)
             .zip(x.par_chunks(self.image_size()))
-            .for_each(|(u, x)| self.visit(|dst, src| u[dst] = x[src]));
+            .for_each(|(u, x)| {
+                self.visit_runs(|dst, src, n| u[dst..dst + n].copy_from_slice(&x[src..src + n]))
+            });
         Ok((CpuStorage::F32(u), Shape::from((b, oh * ow, self.cols()))))
     }
 
@@ -134,7 +143,14 @@ impl CustomOp1 for Fold {
         let mut dx = vec![0.0f32; b * g.image_size()];
         dx.par_chunks_mut(g.image_size())
             .zip(du.par_chunks(per_sample))
-            .for_each(|(dx, du)| g.visit(|src, dst| dx[dst] += du[src]));
+            .for_each(|(dx, du)| {
+                g.visit_runs(|src, dst, n| {
+                    dx[dst..dst + n]
+                        .iter_mut()
+                        .zip(&du[src..src + n])
+                        .for_each(|(d, s)| *d += s)
+                })
+            });
         Ok((
             CpuStorage::F32(dx),
             Shape::from((b, g.channels, g.height, g.width)),
@@ -153,22 +169,21 @@ pub(crate) struct MaxPool {
 impl MaxPool {
     /// Calls `f(output index, input index of the window's first maximum)` per output.
     fn argmax(&self, x: &[f32], h: usize, w: usize, mut f: impl FnMut(usize, usize)) {
-        let (oh, ow) = (
-            (h - self.kernel) / self.stride + 1,
-            (w - self.kernel) / self.stride + 1,
-        );
+        let (k, s) = (self.kernel, self.stride);
+        let (oh, ow) = ((h - k) / s + 1, (w - k) / s + 1);
         for oy in 0..oh {
+            let rows = &x[oy * s * w..(oy * s + k) * w];
             for ox in 0..ow {
-                let mut best = (oy * self.stride) * w + ox * self.stride;
-                for ky in 0..self.kernel {
-                    for kx in 0..self.kernel {
-                        let i = (oy * self.stride + ky) * w + ox * self.stride + kx;
-                        if x[i] > x[best] {
-                            best = i;
+                let (mut best, mut value) = (ox * s, rows[ox * s]);
+                for ky in 0..k {
+                    let window = &rows[ky * w + ox * s..ky * w + ox * s + k];
+                    for (kx, &v) in window.iter().enumerate() {
+                        if v > value {
+                            (best, value) = (ky * w + ox * s + kx, v);
                         }
                     }
                 }
-                f(oy * ow + ox, best);
+                f(oy * ow + ox, oy * s * w + best);
             }
         }
     }
