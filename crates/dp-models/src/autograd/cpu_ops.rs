@@ -4,7 +4,7 @@
 //! unfold plus an input-gradient-only matmul against constant weights. Other devices keep
 //! the portable Candle path.
 
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use crate::fused::kernels::{matmul, tanh_fast, Mat};
@@ -451,12 +451,12 @@ impl CustomOp2 for TanhBackward {
     }
 }
 
-/// A convolution on its unfolded input: `U (B, L, K)`, `W (Cout, K)` → `Z (B, Cout, L)`
-/// with `Zᵢ = W·Uᵢᵀ`, already in NCHW order. Backward: U's gradient only
-/// (`dUᵢ = dZᵢᵀ·W`), the weight being a constant in DP mode.
+/// A convolution on its unfolded input: `U (B, L, K)`, `W (Cout, K)`, bias `(Cout)` →
+/// `Z (B, Cout, L)` with `Zᵢ = W·Uᵢᵀ + b`, already in NCHW order. Backward: U's gradient
+/// only (`dUᵢ = dZᵢᵀ·W`), weight and bias being constants in DP mode.
 pub(crate) struct ConvMatmul;
 
-impl CustomOp2 for ConvMatmul {
+impl CustomOp3 for ConvMatmul {
     fn name(&self) -> &'static str {
         "dp-conv-matmul"
     }
@@ -467,19 +467,29 @@ impl CustomOp2 for ConvMatmul {
         l1: &Layout,
         s2: &CpuStorage,
         l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let ((b, l, k), (cout, k2)) = (l1.shape().dims3()?, l2.shape().dims2()?);
-        if k != k2 {
+        if k != k2 || l3.shape().elem_count() != cout {
             return Err(candle_core::Error::Msg(format!(
-                "conv-matmul: U (_, {l}, {k}), W ({cout}, {k2})"
+                "conv-matmul: U (_, {l}, {k}), W ({cout}, {k2}), bias {:?}",
+                l3.shape()
             )));
         }
-        let (u, w) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (u, w, bias) = (
+            contiguous_f32(s1, l1)?,
+            contiguous_f32(s2, l2)?,
+            contiguous_f32(s3, l3)?,
+        );
         let mut z = vec![0.0f32; b * cout * l];
-        if l > 0 && k > 0 && cout > 0 {
+        if l > 0 && cout > 0 {
             z.par_chunks_mut(cout * l)
-                .zip(u.par_chunks(l * k))
+                .zip(u.par_chunks(l * k.max(1)))
                 .for_each(|(z, u)| {
+                    for (plane, &b) in z.chunks_mut(l).zip(bias) {
+                        plane.fill(b);
+                    }
                     let lhs = Mat {
                         data: w,
                         row_stride: k,
@@ -490,7 +500,7 @@ impl CustomOp2 for ConvMatmul {
                         row_stride: 1,
                         col_stride: k,
                     };
-                    matmul(cout, l, k, z, l, false, lhs, rhs);
+                    matmul(cout, l, k, z, l, true, lhs, rhs);
                 });
         }
         Ok((CpuStorage::F32(z), Shape::from((b, cout, l))))
@@ -500,13 +510,14 @@ impl CustomOp2 for ConvMatmul {
         &self,
         _u: &Tensor,
         w: &Tensor,
+        _bias: &Tensor,
         _res: &Tensor,
         grad_res: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let du = grad_res
             .contiguous()?
             .apply_op2_no_bwd(&w.contiguous()?, &ConvMatmulBackward)?;
-        Ok((Some(du), None))
+        Ok((Some(du), None, None))
     }
 }
 
@@ -551,5 +562,151 @@ impl CustomOp2 for ConvMatmulBackward {
                 });
         }
         Ok((CpuStorage::F32(du), Shape::from((b, l, k))))
+    }
+}
+
+/// Samples per task of the per-sample conv ops below; fixed, so that the clipped sum is
+/// reduced in the same order whatever the number of threads (bit-reproducible).
+const SAMPLES_PER_TASK: usize = 8;
+
+/// `Gᵢ·Uᵢ` (Cout × K) and the bias gradient `Σ_l Gᵢ[:, l]` of sample i, into `weight`
+/// and `bias` (overwritten, or accumulated with factor `scale` into `weight`/`bias` when
+/// `accumulate`; `scaled` is scratch of Cout·L).
+#[allow(clippy::too_many_arguments)]
+fn conv_sample_gradient(
+    g: &[f32],
+    u: &[f32],
+    (cout, l, k): (usize, usize, usize),
+    scale: f32,
+    scaled: &mut [f32],
+    weight: &mut [f32],
+    bias: &mut [f32],
+    accumulate: bool,
+) {
+    scaled.iter_mut().zip(g).for_each(|(s, &v)| *s = scale * v);
+    let lhs = Mat {
+        data: scaled,
+        row_stride: l,
+        col_stride: 1,
+    };
+    let rhs = Mat {
+        data: u,
+        row_stride: k,
+        col_stride: 1,
+    };
+    matmul(cout, k, l, weight, k, accumulate, lhs, rhs);
+    for (b, row) in bias.iter_mut().zip(scaled.chunks(l)) {
+        let sum: f32 = row.iter().sum();
+        *b = if accumulate { *b + sum } else { sum };
+    }
+}
+
+/// `(G (B, Cout, L), U (B, L, K)) → (B,)`: each sample's squared gradient norm (weight
+/// and bias), computed sample by sample without materialising the batch's gradients.
+pub(crate) struct ConvSquaredNorms;
+
+impl CustomOp2 for ConvSquaredNorms {
+    fn name(&self) -> &'static str {
+        "dp-conv-squared-norms"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let ((b, cout, l), (b2, l2_, k)) = (l1.shape().dims3()?, l2.shape().dims3()?);
+        if b != b2 || l != l2_ {
+            return Err(candle_core::Error::Msg(
+                "conv norms: G and U disagree".into(),
+            ));
+        }
+        let (g, u) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let mut norms = vec![0.0f32; b];
+        norms.par_iter_mut().enumerate().for_each_init(
+            || {
+                (
+                    vec![0.0f32; cout * l],
+                    vec![0.0f32; cout * k],
+                    vec![0.0f32; cout],
+                )
+            },
+            |(scaled, weight, bias), (i, norm)| {
+                conv_sample_gradient(
+                    &g[i * cout * l..][..cout * l],
+                    &u[i * l * k..][..l * k],
+                    (cout, l, k),
+                    1.0,
+                    scaled,
+                    weight,
+                    bias,
+                    false,
+                );
+                *norm = crate::fused::kernels::sum_of_squares(weight)
+                    + crate::fused::kernels::sum_of_squares(bias);
+            },
+        );
+        Ok((CpuStorage::F32(norms), Shape::from(b)))
+    }
+}
+
+/// `(G (B, Cout, L), U (B, L, K), c (B,)) → (Cout·K + Cout,)`: `Σᵢ cᵢ·∇ᵢ` of weight and
+/// bias, accumulated per fixed chunk of samples, chunks summed in order.
+pub(crate) struct ConvClippedSum;
+
+impl CustomOp3 for ConvClippedSum {
+    fn name(&self) -> &'static str {
+        "dp-conv-clipped-sum"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let ((b, cout, l), (b2, l2_, k)) = (l1.shape().dims3()?, l2.shape().dims3()?);
+        if b != b2 || l != l2_ || l3.shape().elem_count() != b {
+            return Err(candle_core::Error::Msg(
+                "conv clipped sum: G, U and c disagree".into(),
+            ));
+        }
+        let (g, u, c) = (
+            contiguous_f32(s1, l1)?,
+            contiguous_f32(s2, l2)?,
+            contiguous_f32(s3, l3)?,
+        );
+        let size = cout * k + cout;
+        let partials: Vec<Vec<f32>> = (0..b.div_ceil(SAMPLES_PER_TASK))
+            .into_par_iter()
+            .map(|chunk| {
+                let mut acc = vec![0.0f32; size];
+                let mut scaled = vec![0.0f32; cout * l];
+                let (weight, bias) = acc.split_at_mut(cout * k);
+                for i in chunk * SAMPLES_PER_TASK..((chunk + 1) * SAMPLES_PER_TASK).min(b) {
+                    conv_sample_gradient(
+                        &g[i * cout * l..][..cout * l],
+                        &u[i * l * k..][..l * k],
+                        (cout, l, k),
+                        c[i],
+                        &mut scaled,
+                        weight,
+                        bias,
+                        true,
+                    );
+                }
+                acc
+            })
+            .collect();
+        let mut total = vec![0.0f32; size];
+        for partial in &partials {
+            total.iter_mut().zip(partial).for_each(|(t, p)| *t += p);
+        }
+        Ok((CpuStorage::F32(total), Shape::from(size)))
     }
 }

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::fused::ClipRule;
 
 mod cpu_ops;
-use cpu_ops::{ConvMatmul, MatmulNt, MaxPool, Tanh, Unfold};
+use cpu_ops::{ConvClippedSum, ConvMatmul, ConvSquaredNorms, MatmulNt, MaxPool, Tanh, Unfold};
 
 /// One tap of the forward: the layer's (detached) input and its output probe.
 #[derive(Debug)]
@@ -26,6 +26,8 @@ pub struct TapeEntry {
     pub input: Tensor,
     /// The zero `Var` added to the layer's output.
     pub probe: Var,
+    /// Whether the layer may use the CPU custom ops on this entry (not in portable mode).
+    pub cpu_ops: bool,
 }
 
 /// The taps of one forward.
@@ -73,10 +75,12 @@ pub trait DpLayer: Send + Sync {
 fn tap(z: Tensor, input: Tensor, tape: &mut Tape, layer: usize) -> Result<Tensor> {
     let probe = Var::zeros(z.shape(), DType::F32, z.device())?;
     let z = (z + probe.as_tensor())?;
+    let cpu_ops = tape.cpu_ops_apply(&input);
     tape.entries.push(TapeEntry {
         layer,
         input,
         probe,
+        cpu_ops,
     });
     Ok(z)
 }
@@ -350,9 +354,9 @@ impl DpLayer for DpConv2d {
                     .as_tensor()
                     .detach()
                     .reshape((cout, cin * k * k))?;
+                let bias = self.bias.as_tensor().detach();
                 let z = u
-                    .apply_op2(&w, ConvMatmul)?
-                    .broadcast_add(&self.bias.as_tensor().detach().reshape((1, cout, 1))?)?
+                    .apply_op3(&w, &bias, ConvMatmul)?
                     .reshape((b, cout, oh, ow))?;
                 tap(z, u.detach(), tape, layer)
             }
@@ -371,6 +375,10 @@ impl DpLayer for DpConv2d {
     }
 
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
+        if entry.cpu_ops && cpu_ops::applies(grad_out) {
+            let g = Self::grad_rows(grad_out)?.contiguous()?;
+            return Ok(g.apply_op2_no_bwd(&entry.input.contiguous()?, &ConvSquaredNorms)?);
+        }
         materialised_squared_norms(&self.per_sample_grads(entry, grad_out)?)
     }
 
@@ -380,6 +388,20 @@ impl DpLayer for DpConv2d {
         grad_out: &Tensor,
         factors: &Tensor,
     ) -> Result<Vec<Tensor>> {
+        if entry.cpu_ops && cpu_ops::applies(grad_out) && cpu_ops::applies(factors) {
+            let g = Self::grad_rows(grad_out)?.contiguous()?;
+            let sums = g.apply_op3_no_bwd(
+                &entry.input.contiguous()?,
+                &factors.contiguous()?,
+                &ConvClippedSum,
+            )?;
+            let weight = self.weight.as_tensor();
+            let size = weight.elem_count();
+            return Ok(vec![
+                sums.narrow(0, 0, size)?.reshape(weight.shape())?,
+                sums.narrow(0, size, sums.elem_count() - size)?,
+            ]);
+        }
         let g = Self::grad_rows(grad_out)?;
         let (b, cout, l) = g.dims3()?;
         let gc = g.broadcast_mul(&factors.reshape((b, 1, 1))?)?;
