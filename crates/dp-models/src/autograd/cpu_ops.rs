@@ -1,8 +1,9 @@
-//! CPU custom ops of the autograd tier, each with its own backward: im2col ("unfold") of
-//! NCHW images and max pooling. Candle's CPU `conv2d` backward and the `index_select`
-//! pooling cost ~85% of a DP step (docs/training.md); with these a convolution becomes an
-//! unfold plus an input-gradient-only matmul against constant weights. Other devices keep
-//! the portable Candle path.
+//! CPU custom ops of the autograd tier, each with its own backward where it sits in the
+//! graph: convolution sample by sample with its im2col in cache and only the input
+//! gradient, matmuls without the unused weight gradient, max pooling, tanh, and per-sample
+//! conv norms and clipped sums. Candle's CPU `conv2d` backward and the `index_select`
+//! pooling cost ~85% of a DP step (docs/training.md). Other devices keep the portable
+//! Candle path.
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -83,7 +84,26 @@ impl Unfold {
     }
 }
 
-/// (B, C, H, W) → (B, L, C·k·k), columns in PyTorch's (c, ky, kx) order, zero padding.
+impl Unfold {
+    /// im2col of one sample's image into `u` (L × C·k·k), zero padding.
+    fn unfold_sample(&self, x: &[f32], u: &mut [f32]) {
+        u.fill(0.0);
+        self.visit_runs(|dst, src, n| u[dst..dst + n].copy_from_slice(&x[src..src + n]));
+    }
+
+    /// Accumulates one sample's `du` (L × C·k·k) into its image gradient `dx`.
+    fn fold_sample(&self, du: &[f32], dx: &mut [f32]) {
+        self.visit_runs(|src, dst, n| {
+            dx[dst..dst + n]
+                .iter_mut()
+                .zip(&du[src..src + n])
+                .for_each(|(d, s)| *d += s)
+        });
+    }
+}
+
+/// (B, C, H, W) → (B, L, C·k·k), columns in PyTorch's (c, ky, kx) order, zero padding
+/// (no backward: the portable path's per-sample gradients and the tests use it).
 impl CustomOp1 for Unfold {
     fn name(&self) -> &'static str {
         "dp-unfold"
@@ -110,51 +130,6 @@ impl CustomOp1 for Unfold {
                 self.visit_runs(|dst, src, n| u[dst..dst + n].copy_from_slice(&x[src..src + n]))
             });
         Ok((CpuStorage::F32(u), Shape::from((b, oh * ow, self.cols()))))
-    }
-
-    fn bwd(
-        &self,
-        _arg: &Tensor,
-        _res: &Tensor,
-        grad_res: &Tensor,
-    ) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(grad_res.contiguous()?.apply_op1_no_bwd(&Fold(*self))?))
-    }
-}
-
-/// The adjoint of [`Unfold`]: (B, L, C·k·k) → (B, C, H, W), overlaps summed.
-struct Fold(Unfold);
-
-impl CustomOp1 for Fold {
-    fn name(&self) -> &'static str {
-        "dp-fold"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &CpuStorage,
-        layout: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let g = self.0;
-        let du = contiguous_f32(storage, layout)?;
-        let (b, _, _) = layout.shape().dims3()?;
-        let (oh, ow) = g.out_size();
-        let per_sample = oh * ow * g.cols();
-        let mut dx = vec![0.0f32; b * g.image_size()];
-        dx.par_chunks_mut(g.image_size())
-            .zip(du.par_chunks(per_sample))
-            .for_each(|(dx, du)| {
-                g.visit_runs(|src, dst, n| {
-                    dx[dst..dst + n]
-                        .iter_mut()
-                        .zip(&du[src..src + n])
-                        .for_each(|(d, s)| *d += s)
-                })
-            });
-        Ok((
-            CpuStorage::F32(dx),
-            Shape::from((b, g.channels, g.height, g.width)),
-        ))
     }
 }
 
@@ -451,14 +426,16 @@ impl CustomOp2 for TanhBackward {
     }
 }
 
-/// A convolution on its unfolded input: `U (B, L, K)`, `W (Cout, K)`, bias `(Cout)` →
-/// `Z (B, Cout, L)` with `Zᵢ = W·Uᵢᵀ + b`, already in NCHW order. Backward: U's gradient
-/// only (`dUᵢ = dZᵢᵀ·W`), weight and bias being constants in DP mode.
-pub(crate) struct ConvMatmul;
+/// A convolution computed sample by sample with the im2col matrix in a per-thread scratch
+/// (it never exists for the whole batch): `x (B, C, H, W)`, `W (Cout, K)`, bias `(Cout)` →
+/// `Z (B, Cout, L)` with `Zᵢ = W·Uᵢᵀ + b`, already in NCHW order. Backward: x's gradient
+/// only, and only when x is tracked (`dxᵢ = fold(dZᵢᵀ·W)`); weight and bias are constants
+/// in DP mode.
+pub(crate) struct Conv(pub Unfold);
 
-impl CustomOp3 for ConvMatmul {
+impl CustomOp3 for Conv {
     fn name(&self) -> &'static str {
-        "dp-conv-matmul"
+        "dp-conv"
     }
 
     fn cpu_fwd(
@@ -470,28 +447,39 @@ impl CustomOp3 for ConvMatmul {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let ((b, l, k), (cout, k2)) = (l1.shape().dims3()?, l2.shape().dims2()?);
-        if k != k2 || l3.shape().elem_count() != cout {
+        let g = self.0;
+        let (b, c, h, w) = l1.shape().dims4()?;
+        let (cout, k) = l2.shape().dims2()?;
+        if (c, h, w) != (g.channels, g.height, g.width)
+            || k != g.cols()
+            || l3.shape().elem_count() != cout
+        {
             return Err(candle_core::Error::Msg(format!(
-                "conv-matmul: U (_, {l}, {k}), W ({cout}, {k2}), bias {:?}",
+                "conv: input {:?}, weight {:?}, bias {:?} do not fit {g:?}",
+                l1.shape(),
+                l2.shape(),
                 l3.shape()
             )));
         }
-        let (u, w, bias) = (
+        let (x, weight, bias) = (
             contiguous_f32(s1, l1)?,
             contiguous_f32(s2, l2)?,
             contiguous_f32(s3, l3)?,
         );
+        let (oh, ow) = g.out_size();
+        let l = oh * ow;
         let mut z = vec![0.0f32; b * cout * l];
-        if l > 0 && cout > 0 {
-            z.par_chunks_mut(cout * l)
-                .zip(u.par_chunks(l * k.max(1)))
-                .for_each(|(z, u)| {
-                    for (plane, &b) in z.chunks_mut(l).zip(bias) {
-                        plane.fill(b);
+        z.par_chunks_mut(cout * l)
+            .zip(x.par_chunks(g.image_size()))
+            .for_each_init(
+                || vec![0.0f32; l * k],
+                |u, (z, x)| {
+                    g.unfold_sample(x, u);
+                    for (plane, &bias) in z.chunks_mut(l).zip(bias) {
+                        plane.fill(bias);
                     }
                     let lhs = Mat {
-                        data: w,
+                        data: weight,
                         row_stride: k,
                         col_stride: 1,
                     };
@@ -501,32 +489,36 @@ impl CustomOp3 for ConvMatmul {
                         col_stride: k,
                     };
                     matmul(cout, l, k, z, l, true, lhs, rhs);
-                });
-        }
+                },
+            );
         Ok((CpuStorage::F32(z), Shape::from((b, cout, l))))
     }
 
     fn bwd(
         &self,
-        _u: &Tensor,
-        w: &Tensor,
+        x: &Tensor,
+        weight: &Tensor,
         _bias: &Tensor,
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let du = grad_res
+        if !x.track_op() {
+            return Ok((None, None, None));
+        }
+        let dx = grad_res
             .contiguous()?
-            .apply_op2_no_bwd(&w.contiguous()?, &ConvMatmulBackward)?;
-        Ok((Some(du), None, None))
+            .apply_op2_no_bwd(&weight.contiguous()?, &ConvInputGradient(self.0))?;
+        Ok((Some(dx), None, None))
     }
 }
 
-/// `(dZ (B, Cout, L), W (Cout, K)) → dU (B, L, K)`, `dUᵢ = dZᵢᵀ·W`.
-struct ConvMatmulBackward;
+/// `(dZ (B, Cout, L), W (Cout, K)) → dx (B, C, H, W)`, `dxᵢ = fold(dZᵢᵀ·W)`, sample by
+/// sample.
+struct ConvInputGradient(Unfold);
 
-impl CustomOp2 for ConvMatmulBackward {
+impl CustomOp2 for ConvInputGradient {
     fn name(&self) -> &'static str {
-        "dp-conv-matmul-backward"
+        "dp-conv-input-gradient"
     }
 
     fn cpu_fwd(
@@ -536,18 +528,20 @@ impl CustomOp2 for ConvMatmulBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let geometry = self.0;
         let ((b, cout, l), (cout2, k)) = (l1.shape().dims3()?, l2.shape().dims2()?);
-        if cout != cout2 {
+        if cout != cout2 || k != geometry.cols() {
             return Err(candle_core::Error::Msg(
-                "conv-matmul backward: channel mismatch".into(),
+                "conv input gradient: shapes disagree".into(),
             ));
         }
         let (g, w) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
-        let mut du = vec![0.0f32; b * l * k];
-        if l > 0 && k > 0 && cout > 0 {
-            du.par_chunks_mut(l * k)
-                .zip(g.par_chunks(cout * l))
-                .for_each(|(du, g)| {
+        let mut dx = vec![0.0f32; b * geometry.image_size()];
+        dx.par_chunks_mut(geometry.image_size())
+            .zip(g.par_chunks(cout * l))
+            .for_each_init(
+                || vec![0.0f32; l * k],
+                |du, (dx, g)| {
                     let lhs = Mat {
                         data: g,
                         row_stride: 1,
@@ -559,9 +553,13 @@ impl CustomOp2 for ConvMatmulBackward {
                         col_stride: 1,
                     };
                     matmul(l, k, cout, du, k, false, lhs, rhs);
-                });
-        }
-        Ok((CpuStorage::F32(du), Shape::from((b, l, k))))
+                    geometry.fold_sample(du, dx);
+                },
+            );
+        Ok((
+            CpuStorage::F32(dx),
+            Shape::from((b, geometry.channels, geometry.height, geometry.width)),
+        ))
     }
 }
 
@@ -601,9 +599,9 @@ fn conv_sample_gradient(
     }
 }
 
-/// `(G (B, Cout, L), U (B, L, K)) → (B,)`: each sample's squared gradient norm (weight
-/// and bias), computed sample by sample without materialising the batch's gradients.
-pub(crate) struct ConvSquaredNorms;
+/// `(G (B, Cout, L), x (B, C, H, W)) → (B,)`: each sample's squared gradient norm (weight
+/// and bias), sample by sample, its im2col rebuilt in a per-thread scratch.
+pub(crate) struct ConvSquaredNorms(pub Unfold);
 
 impl CustomOp2 for ConvSquaredNorms {
     fn name(&self) -> &'static str {
@@ -617,26 +615,34 @@ impl CustomOp2 for ConvSquaredNorms {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let ((b, cout, l), (b2, l2_, k)) = (l1.shape().dims3()?, l2.shape().dims3()?);
-        if b != b2 || l != l2_ {
+        let geometry = self.0;
+        let (b, cout, l) = l1.shape().dims3()?;
+        let k = geometry.cols();
+        let (oh, ow) = geometry.out_size();
+        if l2.shape().dims4()?.0 != b
+            || l != oh * ow
+            || l2.shape().elem_count() != b * geometry.image_size()
+        {
             return Err(candle_core::Error::Msg(
-                "conv norms: G and U disagree".into(),
+                "conv norms: G and x disagree".into(),
             ));
         }
-        let (g, u) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (g, x) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
         let mut norms = vec![0.0f32; b];
         norms.par_iter_mut().enumerate().for_each_init(
             || {
                 (
+                    vec![0.0f32; l * k],
                     vec![0.0f32; cout * l],
                     vec![0.0f32; cout * k],
                     vec![0.0f32; cout],
                 )
             },
-            |(scaled, weight, bias), (i, norm)| {
+            |(u, scaled, weight, bias), (i, norm)| {
+                geometry.unfold_sample(&x[i * geometry.image_size()..][..geometry.image_size()], u);
                 conv_sample_gradient(
                     &g[i * cout * l..][..cout * l],
-                    &u[i * l * k..][..l * k],
+                    u,
                     (cout, l, k),
                     1.0,
                     scaled,
@@ -652,9 +658,9 @@ impl CustomOp2 for ConvSquaredNorms {
     }
 }
 
-/// `(G (B, Cout, L), U (B, L, K), c (B,)) → (Cout·K + Cout,)`: `Σᵢ cᵢ·∇ᵢ` of weight and
-/// bias, accumulated per fixed chunk of samples, chunks summed in order.
-pub(crate) struct ConvClippedSum;
+/// `(G (B, Cout, L), x (B, C, H, W), c (B,)) → (Cout·K + Cout,)`: `Σᵢ cᵢ·∇ᵢ` of weight
+/// and bias, accumulated per fixed chunk of samples, chunks summed in order.
+pub(crate) struct ConvClippedSum(pub Unfold);
 
 impl CustomOp3 for ConvClippedSum {
     fn name(&self) -> &'static str {
@@ -670,13 +676,16 @@ impl CustomOp3 for ConvClippedSum {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let ((b, cout, l), (b2, l2_, k)) = (l1.shape().dims3()?, l2.shape().dims3()?);
-        if b != b2 || l != l2_ || l3.shape().elem_count() != b {
+        let geometry = self.0;
+        let (b, cout, l) = l1.shape().dims3()?;
+        let k = geometry.cols();
+        let image = geometry.image_size();
+        if l2.shape().elem_count() != b * image || l3.shape().elem_count() != b {
             return Err(candle_core::Error::Msg(
-                "conv clipped sum: G, U and c disagree".into(),
+                "conv clipped sum: G, x and c disagree".into(),
             ));
         }
-        let (g, u, c) = (
+        let (g, x, c) = (
             contiguous_f32(s1, l1)?,
             contiguous_f32(s2, l2)?,
             contiguous_f32(s3, l3)?,
@@ -686,12 +695,13 @@ impl CustomOp3 for ConvClippedSum {
             .into_par_iter()
             .map(|chunk| {
                 let mut acc = vec![0.0f32; size];
-                let mut scaled = vec![0.0f32; cout * l];
+                let (mut u, mut scaled) = (vec![0.0f32; l * k], vec![0.0f32; cout * l]);
                 let (weight, bias) = acc.split_at_mut(cout * k);
                 for i in chunk * SAMPLES_PER_TASK..((chunk + 1) * SAMPLES_PER_TASK).min(b) {
+                    geometry.unfold_sample(&x[i * image..][..image], &mut u);
                     conv_sample_gradient(
                         &g[i * cout * l..][..cout * l],
-                        &u[i * l * k..][..l * k],
+                        &u,
                         (cout, l, k),
                         c[i],
                         &mut scaled,

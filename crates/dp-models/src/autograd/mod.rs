@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::fused::ClipRule;
 
 mod cpu_ops;
-use cpu_ops::{ConvClippedSum, ConvMatmul, ConvSquaredNorms, MatmulNt, MaxPool, Tanh, Unfold};
+use cpu_ops::{Conv, ConvClippedSum, ConvSquaredNorms, MatmulNt, MaxPool, Tanh, Unfold};
 
 /// One tap of the forward: the layer's (detached) input and its output probe.
 #[derive(Debug)]
@@ -271,10 +271,11 @@ impl DpLayer for DpEmbedding {
 
 /// 2-D convolution with bias on NCHW input (B, Cin, H, W), square kernel.
 ///
-/// In DP mode the tape keeps the im2col matrix `U` of the input, and per-sample gradients
-/// are `Gᵢ·Uᵢ`. On the CPU the forward is the unfold op and an input-gradient-only matmul
-/// against the constant weight (`cpu_ops`); elsewhere it is Candle's `conv2d` with the
-/// weight as a constant, and `U` is built on the CPU.
+/// In DP mode the tape keeps the (detached) input and per-sample gradients are `Gᵢ·Uᵢ`
+/// with `Uᵢ` its im2col matrix. On the CPU the forward is one custom op (sample by sample,
+/// `Uᵢ` in cache, input gradient only) and norms and clipped sums rebuild `Uᵢ` per sample
+/// (`cpu_ops`); elsewhere it is Candle's `conv2d` with the weight as a constant, and `U` is
+/// built on the CPU.
 pub struct DpConv2d {
     weight: Var,
     bias: Var,
@@ -342,30 +343,30 @@ impl DpLayer for DpConv2d {
         match tape {
             None => conv(self.weight.as_tensor(), self.bias.as_tensor()),
             Some((tape, layer)) if tape.cpu_ops_apply(x) => {
-                // Unfold (with its own backward) and an input-gradient-only matmul against
-                // the constant weight; the unfolded input is what the tape keeps.
+                // One op, sample by sample, the im2col in cache; the weight is a constant,
+                // so only the input gradient flows back.
                 let geometry = self.geometry(x)?;
                 let (oh, ow) = geometry.out_size();
                 let b = x.dims4()?.0;
                 let (cout, cin, k, _) = self.weight.as_tensor().dims4()?;
-                let u = x.contiguous()?.apply_op1(geometry)?;
                 let w = self
                     .weight
                     .as_tensor()
                     .detach()
                     .reshape((cout, cin * k * k))?;
                 let bias = self.bias.as_tensor().detach();
-                let z = u
-                    .apply_op3(&w, &bias, ConvMatmul)?
+                let z = x
+                    .contiguous()?
+                    .apply_op3(&w, &bias, Conv(geometry))?
                     .reshape((b, cout, oh, ow))?;
-                tap(z, u.detach(), tape, layer)
+                tap(z, x.detach(), tape, layer)
             }
             Some((tape, layer)) => {
                 let z = conv(
                     &self.weight.as_tensor().detach(),
                     &self.bias.as_tensor().detach(),
                 )?;
-                tap(z, self.unfold(&x.detach())?, tape, layer)
+                tap(z, x.detach(), tape, layer)
             }
         }
     }
@@ -377,7 +378,8 @@ impl DpLayer for DpConv2d {
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
         if entry.cpu_ops && cpu_ops::applies(grad_out) {
             let g = Self::grad_rows(grad_out)?.contiguous()?;
-            return Ok(g.apply_op2_no_bwd(&entry.input.contiguous()?, &ConvSquaredNorms)?);
+            let norms = ConvSquaredNorms(self.geometry(&entry.input)?);
+            return Ok(g.apply_op2_no_bwd(&entry.input.contiguous()?, &norms)?);
         }
         materialised_squared_norms(&self.per_sample_grads(entry, grad_out)?)
     }
@@ -393,7 +395,7 @@ impl DpLayer for DpConv2d {
             let sums = g.apply_op3_no_bwd(
                 &entry.input.contiguous()?,
                 &factors.contiguous()?,
-                &ConvClippedSum,
+                &ConvClippedSum(self.geometry(&entry.input)?),
             )?;
             let weight = self.weight.as_tensor();
             let size = weight.elem_count();
@@ -405,7 +407,7 @@ impl DpLayer for DpConv2d {
         let g = Self::grad_rows(grad_out)?;
         let (b, cout, l) = g.dims3()?;
         let gc = g.broadcast_mul(&factors.reshape((b, 1, 1))?)?;
-        let u = &entry.input;
+        let u = self.unfold(&entry.input)?;
         // (Cout, B·L) · (B·L, K): one matmul, no per-sample tensors.
         let lhs = gc.transpose(0, 1)?.contiguous()?.reshape((cout, b * l))?;
         let weight = lhs
@@ -416,11 +418,11 @@ impl DpLayer for DpConv2d {
 
     fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>> {
         let g = Self::grad_rows(grad_out)?;
-        let u = &entry.input;
+        let u = self.unfold(&entry.input)?;
         let (b, _, _) = g.dims3()?;
         let mut shape = vec![b];
         shape.extend_from_slice(self.weight.as_tensor().dims());
-        Ok(vec![g.contiguous()?.matmul(u)?.reshape(shape)?, g.sum(2)?])
+        Ok(vec![g.contiguous()?.matmul(&u)?.reshape(shape)?, g.sum(2)?])
     }
 }
 
