@@ -8,16 +8,8 @@
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
+use crate::fused::f32_slice;
 use crate::fused::kernels::{matmul, tanh_fast, Mat};
-
-fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<&'a [f32]> {
-    match (storage, layout.contiguous_offsets()) {
-        (CpuStorage::F32(v), Some((start, end))) => Ok(&v[start..end]),
-        _ => Err(candle_core::Error::Msg(
-            "autograd CPU ops need contiguous f32 tensors".into(),
-        )),
-    }
-}
 
 /// Whether the CPU ops apply to `t` (f32 on the CPU).
 pub(crate) fn applies(t: &Tensor) -> bool {
@@ -114,7 +106,7 @@ impl CustomOp1 for Unfold {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = contiguous_f32(storage, layout)?;
+        let x = f32_slice(storage, layout)?;
         let (b, c, h, w) = layout.shape().dims4()?;
         if (c, h, w) != (self.channels, self.height, self.width) {
             return Err(candle_core::Error::Msg(format!(
@@ -174,7 +166,7 @@ impl CustomOp1 for MaxPool {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = contiguous_f32(storage, layout)?;
+        let x = f32_slice(storage, layout)?;
         let (b, c, h, w) = layout.shape().dims4()?;
         if h < self.kernel || w < self.kernel {
             return Err(candle_core::Error::Msg(format!(
@@ -226,7 +218,7 @@ impl CustomOp2 for MaxPoolBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (x, g) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (x, g) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
         let (b, c, h, w) = l1.shape().dims4()?;
         let (_, _, oh, ow) = l2.shape().dims4()?;
         let mut dx = vec![0.0f32; b * c * h * w];
@@ -247,14 +239,19 @@ impl CustomOp2 for MaxPoolBackward {
 /// Rows per parallel task of the matmuls below.
 const ROWS_PER_TASK: usize = 128;
 
-/// `x (M, K) · wᵀ` with `w (N, K)` → (M, N). Backward: x's gradient only — the weight is a
-/// constant in DP mode, and Candle's own matmul backward would also compute the (unused,
-/// unclipped) weight gradient, a gemm as large as the forward.
-pub(crate) struct MatmulNt;
+/// A matmul without a weight gradient: `x (M, K) · wᵀ` with `w (N, K)` when
+/// `rhs_transposed` (the layer's forward), `x (M, K) · w (K, N)` otherwise (its input
+/// gradient) → (M, N). Backward: x's gradient only — the weight is a constant in DP mode,
+/// and Candle's own matmul backward would also compute the (unused, unclipped) weight
+/// gradient, a gemm as large as the forward.
+#[derive(Clone, Copy)]
+pub(crate) struct Matmul {
+    pub rhs_transposed: bool,
+}
 
-impl CustomOp2 for MatmulNt {
+impl CustomOp2 for Matmul {
     fn name(&self) -> &'static str {
-        "dp-matmul-nt"
+        "dp-matmul"
     }
 
     fn cpu_fwd(
@@ -264,13 +261,32 @@ impl CustomOp2 for MatmulNt {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let ((m, k), (n, k2)) = (l1.shape().dims2()?, l2.shape().dims2()?);
+        let (m, k) = l1.shape().dims2()?;
+        let (n, k2) = match (self.rhs_transposed, l2.shape().dims2()?) {
+            (true, (n, k2)) => (n, k2),
+            (false, (k2, n)) => (n, k2),
+        };
         if k != k2 {
             return Err(candle_core::Error::Msg(format!(
-                "matmul-nt: ({m}, {k}) · ({n}, {k2})ᵀ"
+                "matmul: ({m}, {k}) · {:?} (transposed: {})",
+                l2.shape().dims(),
+                self.rhs_transposed
             )));
         }
-        let (x, w) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (x, w) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
+        let rhs = if self.rhs_transposed {
+            Mat {
+                data: w,
+                row_stride: 1,
+                col_stride: k,
+            }
+        } else {
+            Mat {
+                data: w,
+                row_stride: n,
+                col_stride: 1,
+            }
+        };
         let mut out = vec![0.0f32; m * n];
         if n > 0 && k > 0 {
             out.par_chunks_mut(ROWS_PER_TASK * n)
@@ -280,11 +296,6 @@ impl CustomOp2 for MatmulNt {
                         data: rows,
                         row_stride: k,
                         col_stride: 1,
-                    };
-                    let rhs = Mat {
-                        data: w,
-                        row_stride: 1,
-                        col_stride: k,
                     };
                     matmul(dst.len() / n, n, k, dst, n, false, lhs, rhs);
                 });
@@ -299,54 +310,18 @@ impl CustomOp2 for MatmulNt {
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let dx = grad_res
-            .contiguous()?
-            .apply_op2_no_bwd(&w.contiguous()?, &MatmulNn)?;
+        let w = if self.rhs_transposed {
+            w.contiguous()?
+        } else {
+            w.t()?.contiguous()?
+        };
+        let dx = grad_res.contiguous()?.apply_op2_no_bwd(
+            &w,
+            &Matmul {
+                rhs_transposed: false,
+            },
+        )?;
         Ok((Some(dx), None))
-    }
-}
-
-/// `a (M, N) · b (N, K)` → (M, K), no backward (the gradient of [`MatmulNt`]).
-struct MatmulNn;
-
-impl CustomOp2 for MatmulNn {
-    fn name(&self) -> &'static str {
-        "dp-matmul-nn"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let ((m, n), (n2, k)) = (l1.shape().dims2()?, l2.shape().dims2()?);
-        if n != n2 {
-            return Err(candle_core::Error::Msg(format!(
-                "matmul-nn: ({m}, {n}) · ({n2}, {k})"
-            )));
-        }
-        let (a, b) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
-        let mut out = vec![0.0f32; m * k];
-        if n > 0 && k > 0 {
-            out.par_chunks_mut(ROWS_PER_TASK * k)
-                .zip(a.par_chunks(ROWS_PER_TASK * n))
-                .for_each(|(dst, rows)| {
-                    let lhs = Mat {
-                        data: rows,
-                        row_stride: n,
-                        col_stride: 1,
-                    };
-                    let rhs = Mat {
-                        data: b,
-                        row_stride: k,
-                        col_stride: 1,
-                    };
-                    matmul(dst.len() / k, k, n, dst, k, false, lhs, rhs);
-                });
-        }
-        Ok((CpuStorage::F32(out), Shape::from((m, k))))
     }
 }
 
@@ -367,7 +342,7 @@ impl CustomOp1 for Tanh {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = contiguous_f32(storage, layout)?;
+        let x = f32_slice(storage, layout)?;
         let mut out = vec![0.0f32; x.len()];
         out.par_chunks_mut(ELEMENTS_PER_TASK)
             .zip(x.par_chunks(ELEMENTS_PER_TASK))
@@ -405,7 +380,7 @@ impl CustomOp2 for TanhBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (t, g) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (t, g) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
         if t.len() != g.len() {
             return Err(candle_core::Error::Msg(
                 "tanh backward: shape mismatch".into(),
@@ -461,11 +436,7 @@ impl CustomOp3 for Conv {
                 l3.shape()
             )));
         }
-        let (x, weight, bias) = (
-            contiguous_f32(s1, l1)?,
-            contiguous_f32(s2, l2)?,
-            contiguous_f32(s3, l3)?,
-        );
+        let (x, weight, bias) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?, f32_slice(s3, l3)?);
         let (oh, ow) = g.out_size();
         let l = oh * ow;
         let mut z = vec![0.0f32; b * cout * l];
@@ -535,7 +506,7 @@ impl CustomOp2 for ConvInputGradient {
                 "conv input gradient: shapes disagree".into(),
             ));
         }
-        let (g, w) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (g, w) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
         let mut dx = vec![0.0f32; b * geometry.image_size()];
         dx.par_chunks_mut(geometry.image_size())
             .zip(g.par_chunks(cout * l))
@@ -627,7 +598,7 @@ impl CustomOp2 for ConvSquaredNorms {
                 "conv norms: G and x disagree".into(),
             ));
         }
-        let (g, x) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (g, x) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
         let mut norms = vec![0.0f32; b];
         norms.par_iter_mut().enumerate().for_each_init(
             || {
@@ -685,11 +656,7 @@ impl CustomOp3 for ConvClippedSum {
                 "conv clipped sum: G, x and c disagree".into(),
             ));
         }
-        let (g, x, c) = (
-            contiguous_f32(s1, l1)?,
-            contiguous_f32(s2, l2)?,
-            contiguous_f32(s3, l3)?,
-        );
+        let (g, x, c) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?, f32_slice(s3, l3)?);
         let size = cout * k + cout;
         let partials: Vec<Vec<f32>> = (0..b.div_ceil(SAMPLES_PER_TASK))
             .into_par_iter()

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::fused::ClipRule;
 
 mod cpu_ops;
-use cpu_ops::{Conv, ConvClippedSum, ConvSquaredNorms, MatmulNt, MaxPool, Tanh, Unfold};
+use cpu_ops::{Conv, ConvClippedSum, ConvSquaredNorms, Matmul, MaxPool, Tanh, Unfold};
 
 /// One tap of the forward: the layer's (detached) input and its output probe.
 #[derive(Debug)]
@@ -134,7 +134,12 @@ impl DpLayer for DpLinear {
                 );
                 let z = if x.rank() == 2 && tape.cpu_ops_apply(x) {
                     // Input-gradient-only matmul: no unused weight gradient.
-                    x.contiguous()?.apply_op2(&w, MatmulNt)?
+                    x.contiguous()?.apply_op2(
+                        &w,
+                        Matmul {
+                            rhs_transposed: true,
+                        },
+                    )?
                 } else {
                     x.broadcast_matmul(&w.t()?)?
                 };

@@ -16,5 +16,6 @@ pub use exec::{
     backward, forward, per_sample_gradients, BackwardOutput, ClipRule, Workspace, CHUNKS,
 };
 pub use layout::{from_torch, to_torch, TorchLayer};
+pub(crate) use ops::f32_slice;
 pub use ops::FusedModel;
 pub use spec::{LayerSpec, NetSpec};

@@ -10,15 +10,21 @@ use super::layout::{from_torch, to_torch, TorchLayer};
 use super::spec::{Kind, NetSpec};
 use crate::error::{Error, Result};
 
-fn f32_slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<&'a [f32]> {
+/// The contiguous f32 data of a CPU custom op's input (an error otherwise).
+pub(crate) fn f32_slice<'a>(
+    storage: &'a CpuStorage,
+    layout: &Layout,
+) -> candle_core::Result<&'a [f32]> {
     match storage {
         CpuStorage::F32(v) => match layout.contiguous_offsets() {
             Some((start, end)) => Ok(&v[start..end]),
             None => Err(candle_core::Error::Msg(
-                "fused ops need contiguous inputs".into(),
+                "CPU custom ops need contiguous inputs".into(),
             )),
         },
-        _ => Err(candle_core::Error::Msg("fused ops need f32 tensors".into())),
+        _ => Err(candle_core::Error::Msg(
+            "CPU custom ops need f32 tensors".into(),
+        )),
     }
 }
 
