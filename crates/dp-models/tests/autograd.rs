@@ -272,14 +272,15 @@ fn tiers_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// The CPU custom ops (unfold, conv and linear matmuls without weight gradients, max-pool,
-/// tanh) give what Candle's own ops give (the CUDA path), on the MNIST CNN.
+/// tanh) give what Candle's own ops give (the CUDA path), on the MNIST CNN — here with
+/// the batch split into CPU chunks of 2 (2 + 2 + 1 samples), against the whole batch.
 #[test]
 fn cpu_ops_match_candles_own_ops() -> Result<(), Box<dyn std::error::Error>> {
     use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
     for activation in [Activation::Tanh, Activation::Relu] {
         let mut noise = NoiseSource::seeded(32);
         let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-        let fast = mnist_cnn_autograd(activation, &fused.to_torch()?)?;
+        let fast = mnist_cnn_autograd(activation, &fused.to_torch()?)?.with_cpu_chunk(2)?;
         let portable = mnist_cnn_autograd(activation, &fused.to_torch()?)?.with_portable_ops();
         let x = random(&mut noise, &[5, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![2, 4, 6, 8, 0];
@@ -288,8 +289,16 @@ fn cpu_ops_match_candles_own_ops() -> Result<(), Box<dyn std::error::Error>> {
             fast.private_gradients(&x, &labels, rule)?,
             portable.private_gradients(&x, &labels, rule)?,
         );
+        assert_eq!(a.squared_norms.len(), 5);
         for (p, q) in a.squared_norms.iter().zip(&b.squared_norms) {
             assert!((p - q).abs() <= 1e-5 * q, "{activation:?}: norm {p} vs {q}");
+        }
+        assert_eq!(a.losses.len(), 5);
+        for (p, q) in a.losses.iter().zip(&b.losses) {
+            assert!(
+                (p - q).abs() <= 1e-5 * q.abs().max(1.0),
+                "{activation:?}: loss {p} vs {q}"
+            );
         }
         for (p, q) in a.clipped_sums.iter().zip(&b.clipped_sums) {
             assert!(

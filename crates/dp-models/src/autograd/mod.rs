@@ -9,13 +9,22 @@
 //! gradients are never used, so nothing unclipped can reach an optimizer. This tier runs
 //! on any Candle device, CUDA included (with the `cuda` feature).
 
-use candle_core::{DType, Device, Tensor, Var, D};
+use std::sync::OnceLock;
+
+use candle_core::{DType, Device, Tensor, TensorId, Var, D};
 
 use crate::error::{Error, Result};
 use crate::fused::ClipRule;
 
 mod cpu_ops;
-use cpu_ops::{Conv, ConvClippedSum, ConvSquaredNorms, Matmul, MaxPool, Tanh, Unfold};
+use cpu_ops::{
+    Conv, ConvClippedSum, ConvPerSampleRows, ConvSquaredNorms, Matmul, MaxPool, Tanh, Unfold,
+    WeightedRowSum,
+};
+
+/// Most floats of per-sample conv gradients kept between the norm and clipped-sum passes
+/// (128 MiB); larger layers recompute them sample by sample instead.
+const PER_SAMPLE_ROWS_LIMIT: usize = 32 << 20;
 
 /// One tap of the forward: the layer's (detached) input and its output probe.
 #[derive(Debug)]
@@ -28,6 +37,23 @@ pub struct TapeEntry {
     pub probe: Var,
     /// Whether the layer may use the CPU custom ops on this entry (not in portable mode).
     pub cpu_ops: bool,
+    /// Per-sample gradient rows a layer's norm pass materialised for its clipped sum, keyed
+    /// by the output gradient they came from (a different gradient misses the cache).
+    per_sample_rows: OnceLock<(TensorId, Tensor)>,
+}
+
+impl TapeEntry {
+    fn keep_rows(&self, grad_out: &Tensor, rows: Tensor) {
+        // Set once per tap; a second norm pass on the same tap recomputes the same rows.
+        let _ = self.per_sample_rows.set((grad_out.id(), rows));
+    }
+
+    fn rows_for(&self, grad_out: &Tensor) -> Option<&Tensor> {
+        match self.per_sample_rows.get() {
+            Some((id, rows)) if *id == grad_out.id() => Some(rows),
+            _ => None,
+        }
+    }
 }
 
 /// The taps of one forward.
@@ -81,6 +107,7 @@ fn tap(z: Tensor, input: Tensor, tape: &mut Tape, layer: usize) -> Result<Tensor
         input,
         probe,
         cpu_ops,
+        per_sample_rows: OnceLock::new(),
     });
     Ok(z)
 }
@@ -383,7 +410,19 @@ impl DpLayer for DpConv2d {
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
         if entry.cpu_ops && cpu_ops::applies(grad_out) {
             let g = Self::grad_rows(grad_out)?.contiguous()?;
-            let norms = ConvSquaredNorms(self.geometry(&entry.input)?);
+            let geometry = self.geometry(&entry.input)?;
+            let (b, cout, _) = g.dims3()?;
+            let width = cout * geometry.cols() + cout + 1;
+            if b * width <= PER_SAMPLE_ROWS_LIMIT {
+                // Keep the per-sample gradients: the clipped sum is then a weighted row
+                // sum, not a second im2col and gemm per sample.
+                let rows =
+                    g.apply_op2_no_bwd(&entry.input.contiguous()?, &ConvPerSampleRows(geometry))?;
+                let norms = rows.narrow(1, width - 1, 1)?.flatten_all()?;
+                entry.keep_rows(grad_out, rows);
+                return Ok(norms);
+            }
+            let norms = ConvSquaredNorms(geometry);
             return Ok(g.apply_op2_no_bwd(&entry.input.contiguous()?, &norms)?);
         }
         materialised_squared_norms(&self.per_sample_grads(entry, grad_out)?)
@@ -396,12 +435,14 @@ impl DpLayer for DpConv2d {
         factors: &Tensor,
     ) -> Result<Vec<Tensor>> {
         if entry.cpu_ops && cpu_ops::applies(grad_out) && cpu_ops::applies(factors) {
-            let g = Self::grad_rows(grad_out)?.contiguous()?;
-            let sums = g.apply_op3_no_bwd(
-                &entry.input.contiguous()?,
-                &factors.contiguous()?,
-                &ConvClippedSum(self.geometry(&entry.input)?),
-            )?;
+            let sums = match entry.rows_for(grad_out) {
+                Some(rows) => rows.apply_op2_no_bwd(&factors.contiguous()?, &WeightedRowSum)?,
+                None => Self::grad_rows(grad_out)?.contiguous()?.apply_op3_no_bwd(
+                    &entry.input.contiguous()?,
+                    &factors.contiguous()?,
+                    &ConvClippedSum(self.geometry(&entry.input)?),
+                )?,
+            };
             let weight = self.weight.as_tensor();
             let size = weight.elem_count();
             return Ok(vec![
@@ -499,7 +540,13 @@ fn max_pool(a: &Tensor, kernel: usize, stride: usize) -> Result<Tensor> {
 pub struct AutogradModel {
     stages: Vec<Stage>,
     portable: bool,
+    cpu_chunk: usize,
 }
+
+/// Default most samples per private backward with the CPU ops: past ~256 MNIST-CNN
+/// samples the activations and kept per-sample rows of one backward outgrow the cache, and
+/// throughput per sample falls (`cargo xtask bench dp-sgd --tier autograd`, docs/training.md).
+pub const DEFAULT_CPU_CHUNK: usize = 256;
 
 /// The result of a private backward on the autograd tier.
 #[derive(Debug)]
@@ -518,7 +565,22 @@ impl AutogradModel {
         AutogradModel {
             stages,
             portable: false,
+            cpu_chunk: DEFAULT_CPU_CHUNK,
         }
+    }
+
+    /// Most samples per backward when the CPU ops apply: larger batches are processed in
+    /// chunks of this size and their clipped sums added (clipping is per sample, so the
+    /// result is the same up to float summation order; fixed chunks keep it bit-reproducible).
+    /// Portable mode (and so CUDA) always takes the whole batch at once.
+    pub fn with_cpu_chunk(mut self, samples: usize) -> Result<Self> {
+        if samples == 0 {
+            return Err(Error::InvalidModel(
+                "the CPU chunk must be >= 1 sample".into(),
+            ));
+        }
+        self.cpu_chunk = samples;
+        Ok(self)
     }
 
     /// Candle's own ops only (the CUDA path), even on the CPU, where the tier otherwise
@@ -594,6 +656,45 @@ impl AutogradModel {
     /// clip factors and clipped sums. **Fails closed**: every var must receive exactly
     /// one clipped sum of its own shape, or the call errors.
     pub fn private_gradients(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+        rule: ClipRule,
+    ) -> Result<AutogradGradients> {
+        let batch = x.dim(0)?;
+        if batch != labels.len() {
+            return Err(Error::InvalidModel(format!(
+                "{batch} examples but {} labels",
+                labels.len()
+            )));
+        }
+        if !self.cpu_ops_apply(x) || batch <= self.cpu_chunk {
+            return self.private_gradients_of_chunk(x, labels, rule);
+        }
+        let mut total: Option<AutogradGradients> = None;
+        for start in (0..batch).step_by(self.cpu_chunk) {
+            let len = self.cpu_chunk.min(batch - start);
+            let part = self.private_gradients_of_chunk(
+                &x.narrow(0, start, len)?,
+                &labels[start..start + len],
+                rule,
+            )?;
+            total = Some(match total {
+                None => part,
+                Some(mut sum) => {
+                    for (s, p) in sum.clipped_sums.iter_mut().zip(&part.clipped_sums) {
+                        *s = (&*s + p)?;
+                    }
+                    sum.squared_norms.extend(part.squared_norms);
+                    sum.losses.extend(part.losses);
+                    sum
+                }
+            });
+        }
+        total.ok_or_else(|| Error::InvalidModel("empty batch".into()))
+    }
+
+    fn private_gradients_of_chunk(
         &self,
         x: &Tensor,
         labels: &[u32],
