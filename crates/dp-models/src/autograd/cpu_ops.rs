@@ -203,6 +203,35 @@ impl CustomOp1 for MaxPool {
     }
 }
 
+/// `d input` of [`MaxPool`] from its input and `d output` (the direct backward).
+pub(crate) fn max_pool_backward(
+    pool: MaxPool,
+    input: &Tensor,
+    grad: &Tensor,
+) -> candle_core::Result<Tensor> {
+    input
+        .contiguous()?
+        .apply_op2_no_bwd(&grad.contiguous()?, &MaxPoolBackward(pool))
+}
+
+/// `d x` of [`Tanh`] from its output and `d output` (the direct backward).
+pub(crate) fn tanh_backward(output: &Tensor, grad: &Tensor) -> candle_core::Result<Tensor> {
+    output
+        .contiguous()?
+        .apply_op2_no_bwd(&grad.contiguous()?, &TanhBackward)
+}
+
+/// `d x (B, C, H, W)` of [`Conv`] from `dZ (B, Cout, L)` and the weight `(Cout, K)` (the
+/// direct backward).
+pub(crate) fn conv_input_gradient(
+    geometry: Unfold,
+    grad: &Tensor,
+    weight: &Tensor,
+) -> candle_core::Result<Tensor> {
+    grad.contiguous()?
+        .apply_op2_no_bwd(&weight.contiguous()?, &ConvInputGradient(geometry))
+}
+
 /// `(input, d output) → d input` of [`MaxPool`].
 struct MaxPoolBackward(MaxPool);
 

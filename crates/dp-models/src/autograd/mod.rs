@@ -33,8 +33,9 @@ pub struct TapeEntry {
     pub layer: usize,
     /// The layer's input, detached.
     pub input: Tensor,
-    /// The zero `Var` added to the layer's output.
-    pub probe: Var,
+    /// The zero `Var` added to the layer's output for Candle's backward to fill; `None` in
+    /// the direct backward, which hands each layer its output gradient itself.
+    pub probe: Option<Var>,
     /// Whether the layer may use the CPU custom ops on this entry (not in portable mode).
     pub cpu_ops: bool,
     /// Per-sample gradient rows a layer's norm pass materialised for its clipped sum, keyed
@@ -63,6 +64,11 @@ pub struct Tape {
     pub entries: Vec<TapeEntry>,
     /// Use Candle's own ops only, as on CUDA, even where the CPU ops apply.
     pub portable: bool,
+    /// Direct backward: no probes; the model records each stage's input and walks the
+    /// stages in reverse itself instead of running Candle's backward.
+    pub direct: bool,
+    /// With `direct`: the input of every stage, in order.
+    pub stage_inputs: Vec<Tensor>,
 }
 
 impl Tape {
@@ -89,6 +95,18 @@ pub trait DpLayer: Send + Sync {
     ) -> Result<Vec<Tensor>>;
     /// Materialised per-sample gradients, one (B, …) tensor per var (tests, audits).
     fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>>;
+    /// Whether [`DpLayer::input_gradient`] is implemented on the CPU ops, so that a model of
+    /// such layers can run the direct backward (no Candle graph).
+    fn has_input_gradient(&self) -> bool {
+        false
+    }
+    /// `dL/dx` from `dL/dz` (weights constant), for the direct backward.
+    fn input_gradient(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
+        let _ = (entry, grad_out);
+        Err(Error::InvalidModel(
+            "this layer has no direct input gradient".into(),
+        ))
+    }
     /// Whether the layer reads integer token ids (datasets store them as floats; the model
     /// converts).
     fn takes_token_ids(&self) -> bool {
@@ -99,8 +117,12 @@ pub trait DpLayer: Send + Sync {
 /// Adds a zero probe to a layer's output `z` and records the tap (input kept as given:
 /// callers pass it detached or, for token ids, as is).
 fn tap(z: Tensor, input: Tensor, tape: &mut Tape, layer: usize) -> Result<Tensor> {
-    let probe = Var::zeros(z.shape(), DType::F32, z.device())?;
-    let z = (z + probe.as_tensor())?;
+    let (z, probe) = if tape.direct {
+        (z, None)
+    } else {
+        let probe = Var::zeros(z.shape(), DType::F32, z.device())?;
+        ((z + probe.as_tensor())?, Some(probe))
+    };
     let cpu_ops = tape.cpu_ops_apply(&input);
     tape.entries.push(TapeEntry {
         layer,
@@ -212,6 +234,23 @@ impl DpLayer for DpLinear {
             g.transpose(1, 2)?.contiguous()?.matmul(&a.contiguous()?)?,
             g.sum(1)?,
         ])
+    }
+
+    fn has_input_gradient(&self) -> bool {
+        true
+    }
+
+    fn input_gradient(&self, _entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
+        let w = self.weight.as_tensor().detach();
+        if grad_out.rank() == 2 && cpu_ops::applies(grad_out) {
+            return Ok(grad_out.contiguous()?.apply_op2_no_bwd(
+                &w,
+                &Matmul {
+                    rhs_transposed: false,
+                },
+            )?);
+        }
+        Ok(grad_out.broadcast_matmul(&w)?)
     }
 }
 
@@ -470,6 +509,25 @@ impl DpLayer for DpConv2d {
         shape.extend_from_slice(self.weight.as_tensor().dims());
         Ok(vec![g.contiguous()?.matmul(&u)?.reshape(shape)?, g.sum(2)?])
     }
+
+    fn has_input_gradient(&self) -> bool {
+        true
+    }
+
+    fn input_gradient(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
+        let (cout, cin, k, _) = self.weight.as_tensor().dims4()?;
+        let w = self
+            .weight
+            .as_tensor()
+            .detach()
+            .reshape((cout, cin * k * k))?;
+        let g = Self::grad_rows(grad_out)?;
+        Ok(cpu_ops::conv_input_gradient(
+            self.geometry(&entry.input)?,
+            &g,
+            &w,
+        )?)
+    }
 }
 
 /// One stage of an [`AutogradModel`].
@@ -541,6 +599,7 @@ pub struct AutogradModel {
     stages: Vec<Stage>,
     portable: bool,
     cpu_chunk: usize,
+    direct: bool,
 }
 
 /// Default most samples per private backward with the CPU ops: past ~256 MNIST-CNN
@@ -566,6 +625,7 @@ impl AutogradModel {
             stages,
             portable: false,
             cpu_chunk: DEFAULT_CPU_CHUNK,
+            direct: true,
         }
     }
 
@@ -588,6 +648,13 @@ impl AutogradModel {
     /// reference the custom ops are tested against.
     pub fn with_portable_ops(mut self) -> Self {
         self.portable = true;
+        self
+    }
+
+    /// Candle's backward through probes even where the direct CPU backward applies (the
+    /// reference the direct backward is tested against).
+    pub fn with_candle_backward(mut self) -> Self {
+        self.direct = false;
         self
     }
 
@@ -614,6 +681,9 @@ impl AutogradModel {
             x.clone()
         };
         for (i, stage) in self.stages.iter().enumerate() {
+            if let Some(tape) = tape.as_deref_mut().filter(|t| t.direct) {
+                tape.stage_inputs.push(a.clone());
+            }
             a = match stage {
                 Stage::Layer(layer) => layer.forward(&a, tape.as_deref_mut().map(|t| (t, i)))?,
                 Stage::Tanh if self.cpu_ops_apply(&a) => a.contiguous()?.apply_op1(Tanh)?,
@@ -700,28 +770,15 @@ impl AutogradModel {
         labels: &[u32],
         rule: ClipRule,
     ) -> Result<AutogradGradients> {
-        let mut tape = Tape {
-            portable: self.portable,
-            ..Tape::default()
-        };
-        let logits = self.run(x, Some(&mut tape))?;
-        let (losses, grads) = per_example_backward(&logits, labels)?;
+        let (tape, losses, grad_outs) = self.layer_output_gradients(x, labels)?;
         // Per-layer squared norms (B,) of every tap, then the per-example total.
         let mut layer_norms = Vec::new();
-        let mut grad_outs = Vec::new();
-        for entry in &tape.entries {
-            let g = grads.get(entry.probe.as_tensor()).cloned().ok_or_else(|| {
-                Error::InvalidModel(format!(
-                    "stage {} received no gradient: it is not on the loss's path",
-                    entry.layer
-                ))
-            })?;
+        for (entry, g) in tape.entries.iter().zip(&grad_outs) {
             layer_norms.push(
                 self.layer(entry.layer)?
-                    .squared_norms(entry, &g)?
+                    .squared_norms(entry, g)?
                     .to_vec1::<f32>()?,
             );
-            grad_outs.push(g);
         }
         if layer_norms.is_empty() {
             return Err(Error::InvalidModel(
@@ -772,21 +829,139 @@ impl AutogradModel {
 
     /// Materialised per-sample gradients, one (B, …) tensor per var (tests).
     pub fn per_sample_gradients(&self, x: &Tensor, labels: &[u32]) -> Result<Vec<Tensor>> {
+        let (tape, _, grad_outs) = self.layer_output_gradients(x, labels)?;
+        let mut out = Vec::new();
+        for (entry, g) in tape.entries.iter().zip(&grad_outs) {
+            out.extend(self.layer(entry.layer)?.per_sample_grads(entry, g)?);
+        }
+        Ok(out)
+    }
+
+    /// Whether the direct backward applies: CPU ops on, and every stage has a CPU backward
+    /// of its own (parametric layers through [`DpLayer::input_gradient`]).
+    fn direct_backward_applies(&self, x: &Tensor) -> bool {
+        self.cpu_ops_apply(x)
+            && self.stages.iter().all(|stage| match stage {
+                Stage::Layer(l) => l.has_input_gradient() && !l.takes_token_ids(),
+                Stage::MeanOverTime => false,
+                Stage::Tanh
+                | Stage::Relu
+                | Stage::MaxPool { .. }
+                | Stage::Flatten
+                | Stage::Image { .. } => true,
+            })
+    }
+
+    /// The tape of a forward, the per-example losses and each tapped layer's output
+    /// gradient `dL/dz` (B, …), in tape order — by the direct backward where it applies,
+    /// else by Candle's backward through the probes.
+    fn layer_output_gradients(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+    ) -> Result<(Tape, Vec<f32>, Vec<Tensor>)> {
         let mut tape = Tape {
             portable: self.portable,
+            direct: self.direct && self.direct_backward_applies(x),
             ..Tape::default()
         };
         let logits = self.run(x, Some(&mut tape))?;
-        let (_, grads) = per_example_backward(&logits, labels)?;
-        let mut out = Vec::new();
-        for entry in &tape.entries {
-            let g = grads
-                .get(entry.probe.as_tensor())
-                .cloned()
-                .ok_or_else(|| Error::InvalidModel("probe without gradient".into()))?;
-            out.extend(self.layer(entry.layer)?.per_sample_grads(entry, &g)?);
+        if tape.direct {
+            let (losses, dlogits) = cross_entropy_gradient(&logits, labels)?;
+            let grad_outs = self.direct_backward(&tape, &logits, dlogits)?;
+            return Ok((tape, losses, grad_outs));
         }
-        Ok(out)
+        let (losses, grads) = per_example_backward(&logits, labels)?;
+        let mut grad_outs = Vec::new();
+        for entry in &tape.entries {
+            let probe = entry.probe.as_ref().ok_or_else(|| {
+                Error::InvalidModel("a tape entry without a probe outside direct mode".into())
+            })?;
+            grad_outs.push(grads.get(probe.as_tensor()).cloned().ok_or_else(|| {
+                Error::InvalidModel(format!(
+                    "stage {} received no gradient: it is not on the loss's path",
+                    entry.layer
+                ))
+            })?);
+        }
+        Ok((tape, losses, grad_outs))
+    }
+
+    /// Walks the stages in reverse from `dL/dlogits`, each with its CPU backward, and
+    /// returns every tapped layer's output gradient in tape order. Stops at the first
+    /// parametric layer: nothing below it has parameters.
+    fn direct_backward(
+        &self,
+        tape: &Tape,
+        logits: &Tensor,
+        dlogits: Tensor,
+    ) -> Result<Vec<Tensor>> {
+        if tape.stage_inputs.len() != self.stages.len() {
+            return Err(Error::InvalidModel(
+                "direct backward: the forward did not record every stage".into(),
+            ));
+        }
+        let first_layer = self
+            .stages
+            .iter()
+            .position(|s| matches!(s, Stage::Layer(_)))
+            .ok_or_else(|| Error::InvalidModel("the model has no parametric layer".into()))?;
+        let mut grad_outs: Vec<Option<Tensor>> = vec![None; tape.entries.len()];
+        let mut g = dlogits;
+        for (i, stage) in self
+            .stages
+            .iter()
+            .enumerate()
+            .rev()
+            .take_while(|(i, _)| *i >= first_layer)
+        {
+            let input = &tape.stage_inputs[i];
+            let output = tape.stage_inputs.get(i + 1).unwrap_or(logits);
+            g = match stage {
+                Stage::Layer(layer) => {
+                    let slot = tape
+                        .entries
+                        .iter()
+                        .position(|e| e.layer == i)
+                        .ok_or_else(|| {
+                            Error::InvalidModel(format!("stage {i} recorded no tape entry"))
+                        })?;
+                    grad_outs[slot] = Some(g.clone());
+                    if i == first_layer {
+                        break;
+                    }
+                    layer.input_gradient(&tape.entries[slot], &g)?
+                }
+                Stage::Tanh => cpu_ops::tanh_backward(output, &g)?,
+                Stage::Relu => (g * input.gt(0.0)?.to_dtype(DType::F32)?)?,
+                Stage::MaxPool { kernel, stride } => cpu_ops::max_pool_backward(
+                    MaxPool {
+                        kernel: *kernel,
+                        stride: *stride,
+                    },
+                    input,
+                    &g,
+                )?,
+                Stage::Flatten | Stage::Image { .. } => g.reshape(input.shape())?,
+                Stage::MeanOverTime => {
+                    return Err(Error::InvalidModel(
+                        "direct backward: mean over time has no CPU backward".into(),
+                    ))
+                }
+            };
+        }
+        grad_outs
+            .into_iter()
+            .enumerate()
+            .map(|(slot, g)| {
+                g.ok_or_else(|| {
+                    Error::InvalidModel(format!(
+                        "stage {} received no gradient: it is not on the loss's path",
+                        tape.entries[slot].layer
+                    ))
+                })
+            })
+            .collect()
     }
 }
 
@@ -807,6 +982,40 @@ fn zero_nonfinite_rows(g: &Tensor, squared_norms: &[f32]) -> Result<Tensor> {
 }
 
 /// Per-example cross-entropy and the gradients of their sum.
+/// Per-example cross-entropy of `logits (B, O)` and its gradient `softmax − onehot(y)`
+/// (the gradient of the summed loss), computed row by row on the CPU.
+fn cross_entropy_gradient(logits: &Tensor, labels: &[u32]) -> Result<(Vec<f32>, Tensor)> {
+    let (b, classes) = logits.dims2()?;
+    if labels.len() != b {
+        return Err(Error::InvalidModel(format!(
+            "{b} examples but {} labels",
+            labels.len()
+        )));
+    }
+    let mut grad = logits.flatten_all()?.to_vec1::<f32>()?;
+    let mut losses = Vec::with_capacity(b);
+    for (row, &label) in grad.chunks_mut(classes.max(1)).zip(labels) {
+        let label = label as usize;
+        if label >= classes {
+            return Err(Error::InvalidModel(format!(
+                "label {label} out of range for {classes} classes"
+            )));
+        }
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let total: f32 = row.iter().map(|&z| (z - max).exp()).sum();
+        let log_total = total.ln();
+        losses.push(log_total + max - row[label]);
+        for z in row.iter_mut() {
+            *z = (*z - max).exp() / total;
+        }
+        row[label] -= 1.0;
+    }
+    Ok((
+        losses,
+        Tensor::from_vec(grad, (b, classes), logits.device())?,
+    ))
+}
+
 fn per_example_backward(
     logits: &Tensor,
     labels: &[u32],
