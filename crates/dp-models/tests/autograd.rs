@@ -323,6 +323,32 @@ fn direct_backward_matches_candles_backward() -> Result<(), Box<dyn std::error::
     Ok(())
 }
 
+/// Per-sample conv rows too large to keep (a limit of 2,000 floats: norms one sample at a
+/// time, clipped sums recomputed sample by sample) give what the kept rows give.
+#[test]
+fn norms_and_sums_without_kept_rows_match() -> Result<(), Box<dyn std::error::Error>> {
+    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
+    let mut noise = NoiseSource::seeded(34);
+    let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    let kept = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
+    let recomputed =
+        mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?.with_kept_rows_limit(2_000);
+    let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
+    let labels: Vec<u32> = vec![9, 8, 7, 6, 5, 4];
+    let rule = ClipRule::Flat { max_norm: 0.5 };
+    let (a, b) = (
+        kept.private_gradients(&x, &labels, rule)?,
+        recomputed.private_gradients(&x, &labels, rule)?,
+    );
+    for (p, q) in a.squared_norms.iter().zip(&b.squared_norms) {
+        assert!((p - q).abs() <= 1e-5 * q, "norm {p} vs {q}");
+    }
+    for (p, q) in a.clipped_sums.iter().zip(&b.clipped_sums) {
+        assert!(relative_error(p, q) < 1e-5, "clipped sums differ");
+    }
+    Ok(())
+}
+
 /// The CPU custom ops (unfold, conv and linear matmuls without weight gradients, max-pool,
 /// tanh) give what Candle's own ops give (the CUDA path), on the MNIST CNN — here with
 /// the batch split into CPU chunks of 2 (2 + 2 + 1 samples), against the whole batch.

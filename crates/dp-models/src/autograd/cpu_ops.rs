@@ -599,65 +599,6 @@ fn conv_sample_gradient(
     }
 }
 
-/// `(G (B, Cout, L), x (B, C, H, W)) → (B,)`: each sample's squared gradient norm (weight
-/// and bias), sample by sample, its im2col rebuilt in a per-thread scratch.
-pub(crate) struct ConvSquaredNorms(pub Unfold);
-
-impl CustomOp2 for ConvSquaredNorms {
-    fn name(&self) -> &'static str {
-        "dp-conv-squared-norms"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let geometry = self.0;
-        let (b, cout, l) = l1.shape().dims3()?;
-        let k = geometry.cols();
-        let (oh, ow) = geometry.out_size();
-        if l2.shape().dims4()?.0 != b
-            || l != oh * ow
-            || l2.shape().elem_count() != b * geometry.image_size()
-        {
-            return Err(candle_core::Error::Msg(
-                "conv norms: G and x disagree".into(),
-            ));
-        }
-        let (g, x) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
-        let mut norms = vec![0.0f32; b];
-        norms.par_iter_mut().enumerate().for_each_init(
-            || {
-                (
-                    vec![0.0f32; l * k],
-                    vec![0.0f32; cout * l],
-                    vec![0.0f32; cout * k],
-                    vec![0.0f32; cout],
-                )
-            },
-            |(u, scaled, weight, bias), (i, norm)| {
-                geometry.unfold_sample(&x[i * geometry.image_size()..][..geometry.image_size()], u);
-                conv_sample_gradient(
-                    &g[i * cout * l..][..cout * l],
-                    u,
-                    (cout, l, k),
-                    1.0,
-                    scaled,
-                    weight,
-                    bias,
-                    false,
-                );
-                *norm = crate::fused::kernels::sum_of_squares(weight)
-                    + crate::fused::kernels::sum_of_squares(bias);
-            },
-        );
-        Ok((CpuStorage::F32(norms), Shape::from(b)))
-    }
-}
-
 /// `(G (B, Cout, L), x (B, C, H, W), c (B,)) → (Cout·K + Cout,)`: `Σᵢ cᵢ·∇ᵢ` of weight
 /// and bias, accumulated per fixed chunk of samples, chunks summed in order.
 pub(crate) struct ConvClippedSum(pub Unfold);
@@ -831,8 +772,8 @@ mod tests {
             .collect()
     }
 
-    /// The kept-rows path (per-sample rows, then a weighted row sum) and the recomputing
-    /// path (norms, then clipped sums sample by sample) agree, and a zero factor keeps a
+    /// The kept-rows path (per-sample rows with their norms, then a weighted row sum) and
+    /// the recomputing path (clipped sums sample by sample) agree, and a zero factor keeps a
     /// non-finite row out of the sum.
     #[test]
     fn kept_rows_agree_with_recomputed_norms_and_sums() -> candle_core::Result<()> {
@@ -864,8 +805,11 @@ mod tests {
             .narrow(1, width - 1, 1)?
             .flatten_all()?
             .to_vec1::<f32>()?;
-        let norms = g
-            .apply_op2_no_bwd(&x, &ConvSquaredNorms(geometry))?
+        // The norm column is the squared norm of the row's gradient part.
+        let norms = rows
+            .narrow(1, 0, width - 1)?
+            .sqr()?
+            .sum(1)?
             .to_vec1::<f32>()?;
         for (a, e) in kept_norms.iter().zip(&norms) {
             assert!((a - e).abs() <= 1e-5 * e.abs().max(1.0), "{a} vs {e}");

@@ -18,13 +18,12 @@ use crate::fused::ClipRule;
 
 mod cpu_ops;
 use cpu_ops::{
-    Conv, ConvClippedSum, ConvPerSampleRows, ConvSquaredNorms, Matmul, MaxPool, Tanh, Unfold,
-    WeightedRowSum,
+    Conv, ConvClippedSum, ConvPerSampleRows, Matmul, MaxPool, Tanh, Unfold, WeightedRowSum,
 };
 
-/// Most floats of per-sample conv gradients kept between the norm and clipped-sum passes
-/// (128 MiB); larger layers recompute them sample by sample instead.
-const PER_SAMPLE_ROWS_LIMIT: usize = 32 << 20;
+/// Default most floats of per-sample conv gradients kept between the norm and clipped-sum
+/// passes (128 MiB); larger layers recompute them sample by sample instead.
+pub const DEFAULT_KEPT_ROWS_LIMIT: usize = 32 << 20;
 
 /// One tap of the forward: the layer's (detached) input and its output probe.
 #[derive(Debug)]
@@ -41,6 +40,8 @@ pub struct TapeEntry {
     /// Per-sample gradient rows a layer's norm pass materialised for its clipped sum, keyed
     /// by the output gradient they came from (a different gradient misses the cache).
     per_sample_rows: OnceLock<(TensorId, Tensor)>,
+    /// Most floats of per-sample rows a layer may keep for this entry.
+    rows_limit: usize,
 }
 
 impl TapeEntry {
@@ -69,6 +70,9 @@ pub struct Tape {
     pub direct: bool,
     /// With `direct`: the input of every stage, in order.
     pub stage_inputs: Vec<Tensor>,
+    /// Most floats of per-sample gradients a layer keeps between its norm and clipped-sum
+    /// passes (0 keeps none).
+    pub rows_limit: usize,
 }
 
 impl Tape {
@@ -130,6 +134,7 @@ fn tap(z: Tensor, input: Tensor, tape: &mut Tape, layer: usize) -> Result<Tensor
         probe,
         cpu_ops,
         per_sample_rows: OnceLock::new(),
+        rows_limit: tape.rows_limit,
     });
     Ok(z)
 }
@@ -398,6 +403,16 @@ impl DpConv2d {
         Ok(cpu.apply_op1_no_bwd(&geometry)?.to_device(input.device())?)
     }
 
+    /// The weight as a constant (Cout, Cin·k·k) matrix, PyTorch's column order.
+    fn weight_matrix(&self) -> Result<Tensor> {
+        let (cout, cin, k, _) = self.weight.as_tensor().dims4()?;
+        Ok(self
+            .weight
+            .as_tensor()
+            .detach()
+            .reshape((cout, cin * k * k))?)
+    }
+
     /// The probe gradient as (B, Cout, L).
     fn grad_rows(grad_out: &Tensor) -> Result<Tensor> {
         let (b, cout, oh, ow) = grad_out.dims4()?;
@@ -419,12 +434,8 @@ impl DpLayer for DpConv2d {
                 let geometry = self.geometry(x)?;
                 let (oh, ow) = geometry.out_size();
                 let b = x.dims4()?.0;
-                let (cout, cin, k, _) = self.weight.as_tensor().dims4()?;
-                let w = self
-                    .weight
-                    .as_tensor()
-                    .detach()
-                    .reshape((cout, cin * k * k))?;
+                let cout = self.weight.as_tensor().dim(0)?;
+                let w = self.weight_matrix()?;
                 let bias = self.bias.as_tensor().detach();
                 let z = x
                     .contiguous()?
@@ -452,17 +463,33 @@ impl DpLayer for DpConv2d {
             let geometry = self.geometry(&entry.input)?;
             let (b, cout, _) = g.dims3()?;
             let width = cout * geometry.cols() + cout + 1;
-            if b * width <= PER_SAMPLE_ROWS_LIMIT {
+            let rows_of = |g: &Tensor, x: &Tensor| -> Result<Tensor> {
+                Ok(g.apply_op2_no_bwd(&x.contiguous()?, &ConvPerSampleRows(geometry))?)
+            };
+            if b * width <= entry.rows_limit {
                 // Keep the per-sample gradients: the clipped sum is then a weighted row
                 // sum, not a second im2col and gemm per sample.
-                let rows =
-                    g.apply_op2_no_bwd(&entry.input.contiguous()?, &ConvPerSampleRows(geometry))?;
+                let rows = rows_of(&g, &entry.input)?;
                 let norms = rows.narrow(1, width - 1, 1)?.flatten_all()?;
                 entry.keep_rows(grad_out, rows);
                 return Ok(norms);
             }
-            let norms = ConvSquaredNorms(geometry);
-            return Ok(g.apply_op2_no_bwd(&entry.input.contiguous()?, &norms)?);
+            // Too large to keep: norms slice by slice; the clipped sum recomputes.
+            let slice = (entry.rows_limit / width).max(1);
+            let mut norms = Vec::with_capacity(b);
+            for start in (0..b).step_by(slice) {
+                let len = slice.min(b - start);
+                let rows = rows_of(
+                    &g.narrow(0, start, len)?,
+                    &entry.input.narrow(0, start, len)?,
+                )?;
+                norms.extend(
+                    rows.narrow(1, width - 1, 1)?
+                        .flatten_all()?
+                        .to_vec1::<f32>()?,
+                );
+            }
+            return Ok(Tensor::from_vec(norms, b, grad_out.device())?);
         }
         materialised_squared_norms(&self.per_sample_grads(entry, grad_out)?)
     }
@@ -515,17 +542,10 @@ impl DpLayer for DpConv2d {
     }
 
     fn input_gradient(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
-        let (cout, cin, k, _) = self.weight.as_tensor().dims4()?;
-        let w = self
-            .weight
-            .as_tensor()
-            .detach()
-            .reshape((cout, cin * k * k))?;
-        let g = Self::grad_rows(grad_out)?;
         Ok(cpu_ops::conv_input_gradient(
             self.geometry(&entry.input)?,
-            &g,
-            &w,
+            &Self::grad_rows(grad_out)?,
+            &self.weight_matrix()?,
         )?)
     }
 }
@@ -600,6 +620,7 @@ pub struct AutogradModel {
     portable: bool,
     cpu_chunk: usize,
     direct: bool,
+    rows_limit: usize,
 }
 
 /// Default most samples per private backward with the CPU ops: past ~256 MNIST-CNN
@@ -626,6 +647,7 @@ impl AutogradModel {
             portable: false,
             cpu_chunk: DEFAULT_CPU_CHUNK,
             direct: true,
+            rows_limit: DEFAULT_KEPT_ROWS_LIMIT,
         }
     }
 
@@ -648,6 +670,14 @@ impl AutogradModel {
     /// reference the custom ops are tested against.
     pub fn with_portable_ops(mut self) -> Self {
         self.portable = true;
+        self
+    }
+
+    /// Most floats of per-sample gradients a layer may keep between its norm and
+    /// clipped-sum passes (default [`DEFAULT_KEPT_ROWS_LIMIT`]); past it the norms are
+    /// computed slice by slice and the clipped sum recomputes the gradients.
+    pub fn with_kept_rows_limit(mut self, floats: usize) -> Self {
+        self.rows_limit = floats;
         self
     }
 
@@ -863,6 +893,7 @@ impl AutogradModel {
         let mut tape = Tape {
             portable: self.portable,
             direct: self.direct && self.direct_backward_applies(x),
+            rows_limit: self.rows_limit,
             ..Tape::default()
         };
         let logits = self.run(x, Some(&mut tape))?;
