@@ -1,5 +1,24 @@
 //! Per-example losses and their gradients with respect to the logits.
 
+use crate::error::{Error, Result};
+
+/// Checks that `logits` hold one row of `classes` per label and every label is a class:
+/// [`cross_entropy`] indexes by label, so callers check first rather than panic.
+pub fn check_labels(logits: usize, labels: &[u32], classes: usize) -> Result<()> {
+    if logits != labels.len() * classes {
+        return Err(Error::InvalidModel(format!(
+            "{logits} logits for {} labels of {classes} classes",
+            labels.len()
+        )));
+    }
+    match labels.iter().find(|&&y| y as usize >= classes) {
+        Some(label) => Err(Error::InvalidModel(format!(
+            "label {label} out of range for {classes} classes"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Per-example cross-entropy of `logits` (B × classes) against `labels`, and
 /// `d(Σᵢ ℓᵢ)/d logits` (B × classes): softmax minus one-hot.
 pub fn cross_entropy(logits: &[f32], labels: &[u32], classes: usize) -> (Vec<f32>, Vec<f32>) {

@@ -5,7 +5,7 @@ use candle_core::{Device, Tensor};
 use crate::autograd::AutogradModel;
 use crate::error::{Error, Result};
 use crate::fused::{ClipRule, FusedModel};
-use crate::loss::cross_entropy;
+use crate::loss::{check_labels, cross_entropy};
 
 /// The clipped gradient of one batch.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,6 +65,7 @@ impl PrivateModel for FusedModel {
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
         let logits = self.logits(x)?;
+        check_labels(logits.len(), labels, classes)?;
         let (losses, dlogits) = cross_entropy(&logits, labels, classes);
         let dlogits = Tensor::from_vec(dlogits, (labels.len(), classes), &Device::Cpu)?;
         let (sum, norms) = self.backward(&dlogits, rule)?;

@@ -418,3 +418,21 @@ fn imdb_model_has_160306_parameters_and_matches_a_per_example_loop(
     }
     Ok(())
 }
+
+/// A label outside the classes, or a label count that does not match the batch, is a
+/// typed error on both tiers — never an index panic.
+#[test]
+fn bad_labels_are_errors_on_both_tiers() -> Result<(), Box<dyn std::error::Error>> {
+    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
+    use dp_models::PrivateModel;
+    let mut noise = NoiseSource::seeded(35);
+    let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    let auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
+    let x = random(&mut noise, &[3, 784], 1.0).affine(0.5, 0.5)?;
+    let rule = ClipRule::Flat { max_norm: 0.5 };
+    for labels in [vec![0, 10, 1], vec![0, 1]] {
+        assert!(fused.clipped_gradient(&x, &labels, 10, rule).is_err());
+        assert!(auto.clipped_gradient(&x, &labels, 10, rule).is_err());
+    }
+    Ok(())
+}

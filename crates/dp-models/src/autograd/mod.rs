@@ -1014,33 +1014,12 @@ fn zero_nonfinite_rows(g: &Tensor, squared_norms: &[f32]) -> Result<Tensor> {
 
 /// Per-example cross-entropy and the gradients of their sum.
 /// Per-example cross-entropy of `logits (B, O)` and its gradient `softmax − onehot(y)`
-/// (the gradient of the summed loss), computed row by row on the CPU.
+/// (the gradient of the summed loss) as a tensor, labels checked.
 fn cross_entropy_gradient(logits: &Tensor, labels: &[u32]) -> Result<(Vec<f32>, Tensor)> {
     let (b, classes) = logits.dims2()?;
-    if labels.len() != b {
-        return Err(Error::InvalidModel(format!(
-            "{b} examples but {} labels",
-            labels.len()
-        )));
-    }
-    let mut grad = logits.flatten_all()?.to_vec1::<f32>()?;
-    let mut losses = Vec::with_capacity(b);
-    for (row, &label) in grad.chunks_mut(classes.max(1)).zip(labels) {
-        let label = label as usize;
-        if label >= classes {
-            return Err(Error::InvalidModel(format!(
-                "label {label} out of range for {classes} classes"
-            )));
-        }
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let total: f32 = row.iter().map(|&z| (z - max).exp()).sum();
-        let log_total = total.ln();
-        losses.push(log_total + max - row[label]);
-        for z in row.iter_mut() {
-            *z = (*z - max).exp() / total;
-        }
-        row[label] -= 1.0;
-    }
+    crate::loss::check_labels(b * classes, labels, classes)?;
+    let (losses, grad) =
+        crate::loss::cross_entropy(&logits.flatten_all()?.to_vec1::<f32>()?, labels, classes);
     Ok((
         losses,
         Tensor::from_vec(grad, (b, classes), logits.device())?,
