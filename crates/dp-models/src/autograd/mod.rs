@@ -939,13 +939,7 @@ impl AutogradModel {
             .ok_or_else(|| Error::InvalidModel("the model has no parametric layer".into()))?;
         let mut grad_outs: Vec<Option<Tensor>> = vec![None; tape.entries.len()];
         let mut g = dlogits;
-        for (i, stage) in self
-            .stages
-            .iter()
-            .enumerate()
-            .rev()
-            .take_while(|(i, _)| *i >= first_layer)
-        {
+        for (i, stage) in self.stages.iter().enumerate().rev() {
             let input = &tape.stage_inputs[i];
             let output = tape.stage_inputs.get(i + 1).unwrap_or(logits);
             g = match stage {
@@ -964,6 +958,7 @@ impl AutogradModel {
                     layer.input_gradient(&tape.entries[slot], &g)?
                 }
                 Stage::Tanh => cpu_ops::tanh_backward(output, &g)?,
+                // PyTorch's convention: no gradient where the input is exactly 0.
                 Stage::Relu => (g * input.gt(0.0)?.to_dtype(DType::F32)?)?,
                 Stage::MaxPool { kernel, stride } => cpu_ops::max_pool_backward(
                     MaxPool {
