@@ -27,6 +27,41 @@ fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
         / scale
 }
 
+/// Two computations of one private backward agree within 1e-5: same batch size, losses,
+/// per-example norms and clipped sums.
+fn assert_same_gradients(
+    a: &dp_models::autograd::AutogradGradients,
+    b: &dp_models::autograd::AutogradGradients,
+    what: &str,
+) {
+    assert_eq!(a.squared_norms.len(), b.squared_norms.len(), "{what}");
+    assert_eq!(a.losses.len(), b.losses.len(), "{what}");
+    assert_eq!(a.clipped_sums.len(), b.clipped_sums.len(), "{what}");
+    for (p, q) in a.losses.iter().zip(&b.losses) {
+        assert!(
+            (p - q).abs() <= 1e-5 * q.abs().max(1.0),
+            "{what}: loss {p} vs {q}"
+        );
+    }
+    for (p, q) in a.squared_norms.iter().zip(&b.squared_norms) {
+        assert!((p - q).abs() <= 1e-5 * q, "{what}: norm {p} vs {q}");
+    }
+    for (p, q) in a.clipped_sums.iter().zip(&b.clipped_sums) {
+        assert!(relative_error(p, q) < 1e-5, "{what}: clipped sums differ");
+    }
+}
+
+/// Materialised per-sample gradients agree within 1e-5.
+fn assert_same_per_sample(a: &[Tensor], b: &[Tensor], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (p, q) in a.iter().zip(b) {
+        assert!(
+            relative_error(p, q) < 1e-5,
+            "{what}: per-sample gradients differ"
+        );
+    }
+}
+
 /// The autograd tier and the fused tier (same weights) give the same per-example losses,
 /// squared norms and clipped sums, within 1e-5 relative.
 fn assert_tiers_agree(
@@ -288,37 +323,17 @@ fn direct_backward_matches_candles_backward() -> Result<(), Box<dyn std::error::
             ClipRule::Flat { max_norm: 0.5 },
             ClipRule::PerLayer { max_norm: 0.5 },
         ] {
-            let (a, b) = (
-                direct.private_gradients(&x, &labels, rule)?,
-                candle.private_gradients(&x, &labels, rule)?,
+            assert_same_gradients(
+                &direct.private_gradients(&x, &labels, rule)?,
+                &candle.private_gradients(&x, &labels, rule)?,
+                &format!("{activation:?} {rule:?}"),
             );
-            for (p, q) in a.losses.iter().zip(&b.losses) {
-                assert!(
-                    (p - q).abs() <= 1e-5 * q.abs().max(1.0),
-                    "{activation:?}: loss {p} vs {q}"
-                );
-            }
-            for (p, q) in a.squared_norms.iter().zip(&b.squared_norms) {
-                assert!((p - q).abs() <= 1e-5 * q, "{activation:?}: norm {p} vs {q}");
-            }
-            assert_eq!(a.clipped_sums.len(), b.clipped_sums.len());
-            for (p, q) in a.clipped_sums.iter().zip(&b.clipped_sums) {
-                assert!(
-                    relative_error(p, q) < 1e-5,
-                    "{activation:?} {rule:?}: clipped sums differ"
-                );
-            }
         }
-        let (a, b) = (
-            direct.per_sample_gradients(&x, &labels)?,
-            candle.per_sample_gradients(&x, &labels)?,
+        assert_same_per_sample(
+            &direct.per_sample_gradients(&x, &labels)?,
+            &candle.per_sample_gradients(&x, &labels)?,
+            &format!("{activation:?}"),
         );
-        for (p, q) in a.iter().zip(&b) {
-            assert!(
-                relative_error(p, q) < 1e-5,
-                "{activation:?}: per-sample gradients differ"
-            );
-        }
     }
     Ok(())
 }
@@ -336,16 +351,11 @@ fn norms_and_sums_without_kept_rows_match() -> Result<(), Box<dyn std::error::Er
     let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
     let labels: Vec<u32> = vec![9, 8, 7, 6, 5, 4];
     let rule = ClipRule::Flat { max_norm: 0.5 };
-    let (a, b) = (
-        kept.private_gradients(&x, &labels, rule)?,
-        recomputed.private_gradients(&x, &labels, rule)?,
+    assert_same_gradients(
+        &kept.private_gradients(&x, &labels, rule)?,
+        &recomputed.private_gradients(&x, &labels, rule)?,
+        "kept vs recomputed rows",
     );
-    for (p, q) in a.squared_norms.iter().zip(&b.squared_norms) {
-        assert!((p - q).abs() <= 1e-5 * q, "norm {p} vs {q}");
-    }
-    for (p, q) in a.clipped_sums.iter().zip(&b.clipped_sums) {
-        assert!(relative_error(p, q) < 1e-5, "clipped sums differ");
-    }
     Ok(())
 }
 
@@ -368,32 +378,12 @@ fn cpu_ops_match_candles_own_ops() -> Result<(), Box<dyn std::error::Error>> {
             portable.private_gradients(&x, &labels, rule)?,
         );
         assert_eq!(a.squared_norms.len(), 5);
-        for (p, q) in a.squared_norms.iter().zip(&b.squared_norms) {
-            assert!((p - q).abs() <= 1e-5 * q, "{activation:?}: norm {p} vs {q}");
-        }
-        assert_eq!(a.losses.len(), 5);
-        for (p, q) in a.losses.iter().zip(&b.losses) {
-            assert!(
-                (p - q).abs() <= 1e-5 * q.abs().max(1.0),
-                "{activation:?}: loss {p} vs {q}"
-            );
-        }
-        for (p, q) in a.clipped_sums.iter().zip(&b.clipped_sums) {
-            assert!(
-                relative_error(p, q) < 1e-5,
-                "{activation:?}: clipped sums differ"
-            );
-        }
-        let (pa, pb) = (
-            fast.per_sample_gradients(&x, &labels)?,
-            portable.per_sample_gradients(&x, &labels)?,
+        assert_same_gradients(&a, &b, &format!("{activation:?}"));
+        assert_same_per_sample(
+            &fast.per_sample_gradients(&x, &labels)?,
+            &portable.per_sample_gradients(&x, &labels)?,
+            &format!("{activation:?}"),
         );
-        for (p, q) in pa.iter().zip(&pb) {
-            assert!(
-                relative_error(p, q) < 1e-5,
-                "{activation:?}: per-sample gradients differ"
-            );
-        }
     }
     Ok(())
 }
