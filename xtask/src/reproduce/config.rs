@@ -38,6 +38,17 @@ pub enum Experiment {
     Wide(Box<super::wide::WideTable>),
 }
 
+impl Experiment {
+    /// The labels of the runs this table trains (none for the accounting tables).
+    pub fn run_labels(&self) -> Vec<&str> {
+        match self {
+            Experiment::Training(t) => t.runs.iter().map(|r| r.label.as_str()).collect(),
+            Experiment::Wide(w) => w.runs.iter().map(|r| r.label.as_str()).collect(),
+            Experiment::Accounting { .. } | Experiment::DpdAccounting(_) => vec![],
+        }
+    }
+}
+
 /// A dataset setting of the accounting table, reported at several epoch counts.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AccountingRow {

@@ -51,10 +51,33 @@ pub struct ReproduceArgs {
     /// "not run" (for a reproduction stopped part-way).
     #[arg(long)]
     pub cached_only: bool,
+    /// Train only the runs with this label (repeatable; needs `--only`): the table's other
+    /// runs are reported from the cache or marked "not run", so that two processes can
+    /// share one table's runs between cores. Rerun without `--run` (or with
+    /// `--cached-only`) once all have finished, for the complete table.
+    #[arg(long = "run", value_name = "LABEL", requires = "only")]
+    pub runs: Vec<String>,
     /// Run nothing: write the one-page summary of the tables in `--out` to this file
     /// (links relative to it) and exit.
     #[arg(long)]
     pub page: Option<PathBuf>,
+}
+
+impl ReproduceArgs {
+    /// Whether this invocation may train the run labelled `label`: not `--cached-only`,
+    /// and named by `--run` when any `--run` is given.
+    pub fn may_train(&self, label: &str) -> bool {
+        !self.cached_only && (self.runs.is_empty() || self.runs.iter().any(|r| r == label))
+    }
+
+    /// Why a run that [`Self::may_train`] refuses was not trained.
+    pub fn not_trained_reason(&self) -> &'static str {
+        if self.cached_only {
+            "--cached-only"
+        } else {
+            "not named by --run"
+        }
+    }
 }
 
 /// How much of each table runs.
@@ -215,6 +238,20 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
             );
         }
     }
+    if let Some(table) = tables.iter().find(|t| Some(&t.id) == args.only.as_ref()) {
+        let labels = table.experiment.run_labels();
+        if let Some(unknown) = args.runs.iter().find(|r| !labels.contains(&r.as_str())) {
+            bail!(
+                "table {} has no run {unknown:?}; its runs: {}",
+                table.id,
+                if labels.is_empty() {
+                    "none (it trains nothing)".to_string()
+                } else {
+                    labels.join(", ")
+                }
+            );
+        }
+    }
     let out = args.out.join(paper);
     std::fs::create_dir_all(&out)?;
     println!("{}", published.title);
@@ -259,7 +296,8 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
                 w,
                 &out,
                 args.profile,
-                args.cached_only,
+                &|label| args.may_train(label),
+                args.not_trained_reason(),
                 header,
             )?,
             Experiment::Training(t) => {
@@ -604,8 +642,12 @@ fn training_report(
             let reused = training::cached_in_any_table(&runs_root, &key);
             let (mut result, cached) = if let Some(r) = reused {
                 (r, true)
-            } else if args.cached_only {
-                println!("  {:<28} seed {seed}: not run (--cached-only)", run.label);
+            } else if !args.may_train(&run.label) {
+                println!(
+                    "  {:<28} seed {seed}: not run ({})",
+                    run.label,
+                    args.not_trained_reason()
+                );
                 continue;
             } else {
                 run_cached(&runs_dir, &key, t, run, args.profile, seed, &data)?
@@ -1185,6 +1227,67 @@ mod tests {
         assert_eq!(table1, key_of("ablation-q0", "Q₀=10.0")?);
         assert_eq!(table1, key_of("ablation-mu0", "μ₀=10")?);
         assert_ne!(table1, key_of("ablation-lr", "η=1.0")?);
+        Ok(())
+    }
+
+    fn parse_args(words: &[&str]) -> std::result::Result<ReproduceArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ReproduceArgs,
+        }
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("reproduce").chain(words.iter().copied()))
+            .map(|cli| cli.args)
+    }
+
+    /// `--run` selects runs by label within one `--only` table; `--cached-only` trains none.
+    #[test]
+    fn run_filter_selects_runs_by_label() -> Result<()> {
+        let all = parse_args(&["sa-dpsgd"])?;
+        assert!(all.may_train("B=128"));
+        let some = parse_args(&[
+            "sa-dpsgd",
+            "--only",
+            "ablation-batch",
+            "--run",
+            "B=128",
+            "--run",
+            "B=2048",
+        ])?;
+        assert!(some.may_train("B=128") && some.may_train("B=2048"));
+        assert!(!some.may_train("B=256"));
+        assert_eq!(some.not_trained_reason(), "not named by --run");
+        let cached = parse_args(&["sa-dpsgd", "--only", "ablation-batch", "--cached-only"])?;
+        assert!(!cached.may_train("B=128"));
+        assert_eq!(cached.not_trained_reason(), "--cached-only");
+        // Without a table, a label could match runs of several tables: refused.
+        assert!(parse_args(&["sa-dpsgd", "--run", "B=128"]).is_err());
+        Ok(())
+    }
+
+    /// A label the table does not have is an error before anything runs, not a silent no-op.
+    #[test]
+    fn unknown_run_label_is_refused() -> Result<()> {
+        let out = std::env::temp_dir().join(format!("dp-xtask-run-filter-{}", std::process::id()));
+        let out_text = out.display().to_string();
+        let args = parse_args(&[
+            "sa-dpsgd",
+            "--only",
+            "ablation-batch",
+            "--run",
+            "B=999",
+            "--out",
+            &out_text,
+        ])?;
+        let err = run_paper("sa-dpsgd", &args).expect_err("unknown label");
+        let message = format!("{err:#}");
+        assert!(message.contains("no run \"B=999\""), "{message}");
+        assert!(
+            message.contains("B=128, B=256, B=512, B=1024, B=2048"),
+            "{message}"
+        );
+        assert!(!out.exists(), "nothing is written before the check");
         Ok(())
     }
 

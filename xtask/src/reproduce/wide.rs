@@ -361,7 +361,8 @@ pub fn wide_report(
     table: &WideTable,
     out: &Path,
     profile: Profile,
-    cached_only: bool,
+    may_train: &dyn Fn(&str) -> bool,
+    not_trained_reason: &str,
     header: impl Fn(f64) -> RunHeader,
 ) -> Result<TableReport> {
     let started = Instant::now();
@@ -460,8 +461,8 @@ pub fn wide_report(
                 println!("  {:<34} (cached)", run.label);
                 Some(r)
             }
-            None if cached_only => {
-                println!("  {:<34} not run (--cached-only)", run.label);
+            None if !may_train(&run.label) => {
+                println!("  {:<34} not run ({not_trained_reason})", run.label);
                 None
             }
             None => {
