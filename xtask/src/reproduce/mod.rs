@@ -5,6 +5,8 @@
 mod accounting;
 mod config;
 mod dpd;
+#[cfg(test)]
+mod page_numbers;
 mod plot;
 mod report;
 mod summary;
