@@ -289,7 +289,7 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
 
 fn cifar_record(label: u8, fill: u8) -> Vec<u8> {
     let mut r = vec![label];
-    r.extend(std::iter::repeat(fill).take(3072));
+    r.extend(std::iter::repeat_n(fill, 3072));
     r
 }
 

@@ -115,7 +115,7 @@ impl Sampler {
     /// for Poisson and fixed-size sampling, the first step of each epoch for shuffling.
     pub fn event_at_step(&self, n: usize, noise_multiplier: f64, step: u64) -> Option<DpEvent> {
         match self {
-            Sampler::Shuffle { .. } if step % self.steps_per_epoch(n) as u64 != 0 => None,
+            Sampler::Shuffle { .. } if !step.is_multiple_of(self.steps_per_epoch(n) as u64) => None,
             _ => Some(self.step_event(n, noise_multiplier)),
         }
     }

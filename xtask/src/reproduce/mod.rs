@@ -271,7 +271,7 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
     );
     for table in tables
         .iter()
-        .filter(|t| args.only.as_ref().map_or(true, |o| &t.id == o))
+        .filter(|t| args.only.as_ref().is_none_or(|o| &t.id == o))
     {
         let started = Instant::now();
         let started_at = utc_now();

@@ -169,7 +169,7 @@ pub fn unbacked(quoted: &[Quoted], allowed: &[String], references: &[f64]) -> Ve
             let half_unit = 0.5 * 10f64.powi(-q.decimals()) * (1.0 + 1e-9);
             let (low, high) = (q.value() - half_unit, q.value() + half_unit);
             let first = references.partition_point(|v| *v < low);
-            references.get(first).map_or(true, |v| *v > high)
+            references.get(first).is_none_or(|v| *v > high)
         })
         .cloned()
         .collect()

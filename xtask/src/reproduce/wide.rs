@@ -717,7 +717,7 @@ fn claims(runs: &[WideRun], results: &[Option<WideResult>], profile: Profile) ->
         let gap = |e: &WideEpoch| e.test_loss - e.train_loss;
         check(
             "the non-private model memorises (its train/test gap is the largest)",
-            Some(gap(np) > gap(dp) && em.map_or(true, |e| gap(np) > gap(e))),
+            Some(gap(np) > gap(dp) && em.is_none_or(|e| gap(np) > gap(e))),
             format!(
                 "gap non-private {:.4}, DP-SGD σ=0.5 {:.4}",
                 gap(np),

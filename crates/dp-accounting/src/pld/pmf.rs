@@ -300,7 +300,7 @@ fn cyclic_transform(
     if let Some(first) = spectrum.first_mut() {
         first.im = 0.0;
     }
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         if let Some(last) = spectrum.last_mut() {
             last.im = 0.0;
         }
@@ -372,10 +372,10 @@ mod tests {
             let m = fast_fft_len(n);
             assert!(m >= n);
             let mut r = m;
-            while r % 2 == 0 {
+            while r.is_multiple_of(2) {
                 r /= 2;
             }
-            while r % 3 == 0 {
+            while r.is_multiple_of(3) {
                 r /= 3;
             }
             assert_eq!(r, 1);

@@ -34,7 +34,7 @@ const TEST_FILE: &str = "test_batch.bin";
 
 /// Parses concatenated CIFAR-10 binary records into a normalised dataset.
 pub fn parse_cifar10_records(bytes: &[u8], name: &str) -> Result<Dataset> {
-    if bytes.is_empty() || bytes.len() % RECORD != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(RECORD) {
         return Err(Error::CorruptFile {
             path: name.into(),
             reason: format!(
