@@ -229,7 +229,7 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (tables, published) = load_paper(paper)?;
     if let Some(only) = &args.only {
-        if !tables.iter().any(|t| &t.id == only) {
+        let Some(table) = tables.iter().find(|t| &t.id == only) else {
             bail!(
                 "{paper} has no table {only:?}; its tables: {}",
                 tables
@@ -238,14 +238,11 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-        }
-    }
-    if let Some(table) = tables.iter().find(|t| Some(&t.id) == args.only.as_ref()) {
+        };
         let labels = table.experiment.run_labels();
         if let Some(unknown) = args.runs.iter().find(|r| !labels.contains(&r.as_str())) {
             bail!(
-                "table {} has no run {unknown:?}; its runs: {}",
-                table.id,
+                "table {only} has no run {unknown:?}; its runs: {}",
                 if labels.is_empty() {
                     "none (it trains nothing)".to_string()
                 } else {
@@ -292,16 +289,7 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
                 accounting_report(paper, table, rows, &published, &out, header)?
             }
             Experiment::DpdAccounting(c) => dpd::accounting_report(paper, table, c, header)?,
-            Experiment::Wide(w) => wide::wide_report(
-                paper,
-                table,
-                w,
-                &out,
-                args.profile,
-                &|label| args.may_train(label),
-                args.not_trained_reason(),
-                header,
-            )?,
+            Experiment::Wide(w) => wide::wide_report(paper, table, w, &out, args, header)?,
             Experiment::Training(t) => {
                 training_report(paper, table, t, &published, &out, args, header, started)?
             }

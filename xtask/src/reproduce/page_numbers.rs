@@ -79,28 +79,36 @@ fn without_code_spans(line: &str) -> String {
 
 /// Decimal numbers with at least two decimals, each with whether `%` follows it.
 fn decimals_in(line: &str) -> Vec<(String, bool)> {
-    let chars: Vec<char> = line.chars().collect();
-    let mut found = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let starts_number = chars[i].is_ascii_digit()
-            && (i == 0 || !(chars[i - 1].is_ascii_digit() || chars[i - 1] == '.'));
-        if !starts_number {
-            i += 1;
+    number_tokens(line)
+        .into_iter()
+        .filter(|(text, _)| text.split_once('.').is_some_and(|(_, f)| f.len() >= 2))
+        .map(|(text, next)| (text.to_string(), next == Some('%')))
+        .collect()
+}
+
+/// The runs of digits and dots in `text` that read as one number (outer dots trimmed, at
+/// most one dot inside; `1.2.3` is not a number), each with the character after the run.
+fn number_tokens(text: &str) -> Vec<(&str, Option<char>)> {
+    let mut tokens = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((start, c)) = chars.next() {
+        if !(c.is_ascii_digit() || c == '.') {
             continue;
         }
-        let start = i;
-        while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-            i += 1;
+        let mut end = start + c.len_utf8();
+        while let Some(&(i, c)) = chars.peek() {
+            if !(c.is_ascii_digit() || c == '.') {
+                break;
+            }
+            end = i + c.len_utf8();
+            chars.next();
         }
-        let text: String = chars[start..i].iter().collect();
-        let text = text.trim_end_matches('.').to_string();
-        let well_formed = text.matches('.').count() == 1;
-        if well_formed && text.split_once('.').is_some_and(|(_, f)| f.len() >= 2) {
-            found.push((text, chars.get(i) == Some(&'%')));
+        let token = text[start..end].trim_matches('.');
+        if !token.is_empty() && token.matches('.').count() <= 1 {
+            tokens.push((token, text[end..].chars().next()));
         }
     }
-    found
+    tokens
 }
 
 /// Every number the results of one paper hold, sorted: its table reports under
@@ -130,9 +138,9 @@ fn collect_numbers(value: &Value, key: Option<&str>, out: &mut Vec<f64>) {
     match value {
         Value::Number(n) => out.extend(n.as_f64()),
         Value::String(s) => out.extend(
-            decimals_and_integers(&s.replace(',', ""))
+            number_tokens(&s.replace(',', ""))
                 .iter()
-                .filter_map(|t| t.parse::<f64>().ok()),
+                .filter_map(|(t, _)| t.parse::<f64>().ok()),
         ),
         Value::Array(items) => {
             let items = match (key, items.last()) {
@@ -150,14 +158,6 @@ fn collect_numbers(value: &Value, key: Option<&str>, out: &mut Vec<f64>) {
         }
         Value::Null | Value::Bool(_) => {}
     }
-}
-
-fn decimals_and_integers(text: &str) -> Vec<String> {
-    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .map(|t| t.trim_matches('.'))
-        .filter(|t| !t.is_empty() && t.matches('.').count() <= 1)
-        .map(str::to_string)
-        .collect()
 }
 
 /// The quoted numbers that no reference value rounds to and the page does not declare.

@@ -20,7 +20,7 @@ use super::config::TableConfig;
 use super::plot::{line_plot, Series};
 use super::report::{fmt, Comparison, RunHeader, Status, TableReport};
 use super::training::write_atomically;
-use super::Profile;
+use super::{Profile, ReproduceArgs};
 
 /// Sizes of the samples (the paper: 1,000 words, window 4, 8 negatives, 200K/100K/200K).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -360,11 +360,10 @@ pub fn wide_report(
     table_config: &TableConfig,
     table: &WideTable,
     out: &Path,
-    profile: Profile,
-    may_train: &dyn Fn(&str) -> bool,
-    not_trained_reason: &str,
+    args: &ReproduceArgs,
     header: impl Fn(f64) -> RunHeader,
 ) -> Result<TableReport> {
+    let profile = args.profile;
     let started = Instant::now();
     let mut columns: Vec<String> = [
         "method",
@@ -461,8 +460,12 @@ pub fn wide_report(
                 println!("  {:<34} (cached)", run.label);
                 Some(r)
             }
-            None if !may_train(&run.label) => {
-                println!("  {:<34} not run ({not_trained_reason})", run.label);
+            None if !args.may_train(&run.label) => {
+                println!(
+                    "  {:<34} not run ({})",
+                    run.label,
+                    args.not_trained_reason()
+                );
                 None
             }
             None => {
