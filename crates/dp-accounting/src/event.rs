@@ -15,6 +15,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{require_non_negative, require_positive, require_unit, Error, Result};
 
+/// Why the GDP accountant refuses `ZCdp` (see
+/// [`DpEvent::effective_gaussian_noise_multiplier`]).
+pub(crate) const ZCDP_NOT_GDP: &str = "rho-zCDP does not imply GDP: it bounds Renyi divergences only (Bun & Steinke 2016, Def. 1.1), and e.g. randomized response with epsilon = sqrt(2 rho) is rho-zCDP with a larger delta(epsilon) than the Gaussian with sigma = 1/sqrt(2 rho)";
+
+/// Why the PLD accountant refuses `ZCdp`, sampled or not.
+pub(crate) const ZCDP_NOT_GAUSSIAN_PLD: &str = "rho-zCDP does not imply a Gaussian privacy loss distribution: it bounds Renyi divergences only (Bun & Steinke 2016, Def. 1.1), and e.g. randomized response with epsilon = sqrt(2 rho) is rho-zCDP with a larger delta(epsilon) than the Gaussian with sigma = 1/sqrt(2 rho)";
+
 /// Which datasets count as neighbours. An accountant is constructed with one; it is never
 /// implied.
 ///
@@ -172,14 +179,22 @@ impl DpEvent {
     }
 
     /// The noise multiplier of the single Gaussian mechanism equivalent to this event, if
-    /// it is a Gaussian, a ρ-zCDP event with ξ = 0 (σ = 1/√(2ρ)), or a composition of
-    /// them: `σ_eff = (Σ σᵢ⁻²)^{-1/2}` (Mironov, Talwar, Zhang 2019, arXiv 1908.10530 §3:
-    /// Gaussian queries on the same data compose into one Gaussian query).
+    /// it is a Gaussian or a composition of Gaussians: `σ_eff = (Σ σᵢ⁻²)^{-1/2}` (Mironov,
+    /// Talwar, Zhang 2019, arXiv 1908.10530 §3: Gaussian queries on the same data compose
+    /// into one Gaussian query).
+    ///
+    /// A `ZCdp` event is *not* Gaussian-equivalent, even with ξ = 0: ρ-zCDP bounds the
+    /// Rényi divergences `D_α ≤ ρα` only (Bun & Steinke 2016, Def. 1.1), which the
+    /// Gaussian with σ = 1/√(2ρ) meets with equality but other mechanisms meet with a
+    /// different privacy loss distribution. Randomized response with ε = √(2ρ) is
+    /// ρ-zCDP (Bun & Steinke 2016, Prop. 1.4) and has `δ(0) = tanh(ε/2)`, 0.462 at
+    /// ρ = 0.5, where the Gaussian with σ = 1 has 0.383; so no rule that needs the
+    /// Gaussian's trade-off curve (GDP, a PLD, the subsampled Gaussian's RDP curve) may
+    /// be applied to it.
     pub fn effective_gaussian_noise_multiplier(&self) -> Option<f64> {
         fn inverse_variance(event: &DpEvent) -> Option<f64> {
             match event {
                 DpEvent::Gaussian { noise_multiplier } => Some(noise_multiplier.powi(-2)),
-                DpEvent::ZCdp { rho, xi } if *xi == 0.0 => Some(2.0 * rho),
                 DpEvent::SelfComposed { event, count } => {
                     Some(inverse_variance(event)? * *count as f64)
                 }
@@ -190,6 +205,18 @@ impl DpEvent {
             }
         }
         inverse_variance(self).map(|v| v.powf(-0.5))
+    }
+
+    /// Whether a `ZCdp` event occurs anywhere in the tree (for refusals that name it).
+    pub(crate) fn contains_zcdp(&self) -> bool {
+        match self {
+            DpEvent::ZCdp { .. } => true,
+            DpEvent::PoissonSampled { event, .. }
+            | DpEvent::SampledWithoutReplacement { event, .. }
+            | DpEvent::SelfComposed { event, .. } => event.contains_zcdp(),
+            DpEvent::Composed { events } => events.iter().any(DpEvent::contains_zcdp),
+            _ => false,
+        }
     }
 
     /// Checks every parameter in the tree; returns the first offending one.

@@ -8,7 +8,7 @@ use crate::accountant::{
     PrivacyReport,
 };
 use crate::error::{require_non_negative, require_open_unit, require_positive, Error, Result};
-use crate::event::{DpEvent, NeighbouringRelation};
+use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GDP};
 use crate::ledger::Ledger;
 use crate::logspace::{log_ndtr, normal_cdf};
 
@@ -174,12 +174,28 @@ impl GdpConfig {
     }
 }
 
+/// σ of the Gaussian-like event `inner` sampled in `event`, or the refusal.
+fn sampled_gaussian(event: &DpEvent, inner: &DpEvent) -> Result<f64> {
+    inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
+        let reason = if inner.contains_zcdp() {
+            ZCDP_NOT_GDP
+        } else {
+            "the sampled event must be a Gaussian or a composition of Gaussians"
+        };
+        unsupported("gdp", event, reason)
+    })
+}
+
 /// Gaussian-DP accountant: μ² adds up under composition (Dong, Roth, Su 2019, Cor. 3.3).
 ///
-/// Supported events: `Gaussian` (exactly 1/σ-GDP), `ZCdp` with ξ = 0 (a Gaussian with
-/// σ = 1/√(2ρ)), `PoissonSampled` of a Gaussian-like event (the Poisson CLT), and
+/// Supported events: `Gaussian` (exactly 1/σ-GDP, Dong, Roth, Su 2019, Thm 2.7),
+/// `PoissonSampled` of a Gaussian or a composition of Gaussians (the Poisson CLT), and
 /// `SampledWithoutReplacement` of one (the uniform-sampling CLT), with any
 /// `SelfComposed`/`Composed` nesting.
+///
+/// `ZCdp` is refused, sampled or not, even with ξ = 0: ρ-zCDP does not imply
+/// √(2ρ)-GDP (see [`DpEvent::effective_gaussian_noise_multiplier`]). Account it with the
+/// RDP or zCDP accountant.
 ///
 /// # Guarantee
 /// Exact for unsampled Gaussians; once a sampled event is composed, ε is the CLT's
@@ -216,12 +232,8 @@ impl GdpAccountant {
                 let (m, a) = self.mu_squared_of(e)?;
                 Ok((acc.0 + m, acc.1 || a))
             }),
-            DpEvent::Gaussian { .. } | DpEvent::ZCdp { .. } => {
-                let sigma = event.effective_gaussian_noise_multiplier().ok_or_else(|| {
-                    unsupported("gdp", event, "zCDP with xi > 0 is not a Gaussian mechanism")
-                })?;
-                Ok((sigma.powi(-2), false))
-            }
+            DpEvent::Gaussian { noise_multiplier } => Ok((noise_multiplier.powi(-2), false)),
+            DpEvent::ZCdp { .. } => Err(unsupported("gdp", event, ZCDP_NOT_GDP)),
             DpEvent::PoissonSampled {
                 sampling_rate,
                 event: inner,
@@ -233,9 +245,7 @@ impl GdpAccountant {
                         "the Poisson CLT is for add-or-remove-one neighbours",
                     ));
                 }
-                let sigma = inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
-                    unsupported("gdp", event, "the sampled event must be Gaussian-like")
-                })?;
+                let sigma = sampled_gaussian(event, inner)?;
                 Ok((mu_poisson(*sampling_rate, sigma, 1.0).powi(2), true))
             }
             DpEvent::SampledWithoutReplacement {
@@ -243,9 +253,7 @@ impl GdpAccountant {
                 sample_size,
                 event: inner,
             } => {
-                let sigma = inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
-                    unsupported("gdp", event, "the sampled event must be Gaussian-like")
-                })?;
+                let sigma = sampled_gaussian(event, inner)?;
                 let q = *sample_size as f64 / *source_dataset_size as f64;
                 Ok((mu_uniform(q, sigma, 1.0).powi(2), true))
             }

@@ -212,3 +212,120 @@ fn exponential_mechanism_count_is_not_dropped() -> Result<()> {
     );
     Ok(())
 }
+
+/// ρ-zCDP does not imply √(2ρ)-GDP or the Gaussian's PLD: randomized response with
+/// ε = √(2ρ) = 1 is 0.5-zCDP (Bun & Steinke 2016, Prop. 1.4) and has
+/// δ(0) = TV = tanh(1/2) ≈ 0.462, so its ε at δ = 0.4 is ln(e − 0.4(1 + e)) ≈ 0.208, and
+/// Poisson-sampled at q = 0.1 its δ(0) is q·tanh(1/2) ≈ 0.0462. Reading ZCdp(0.5) as the
+/// Gaussian with σ = 1 gave ε = 0 at δ = 0.4 (GDP) and δ(0) ≈ 0.0383 (PLD): both
+/// under-reports. Both accountants must refuse it, sampled or not.
+#[test]
+fn zcdp_is_not_read_as_a_gaussian() -> Result<()> {
+    let rr_tv = (0.5f64).tanh();
+    let rr_eps_at_04 = (1.0f64.exp() - 0.4 * (1.0 + 1.0f64.exp())).ln();
+    assert!((rr_eps_at_04 - 0.2078).abs() < 1e-3);
+
+    // What the Gaussian reading would have said, from the Gaussian itself.
+    let mut gdp_gauss = GdpConfig::default().build()?;
+    gdp_gauss.compose(&DpEvent::gaussian(1.0), 1)?;
+    assert_eq!(gdp_gauss.epsilon(0.4)?, 0.0);
+    let mut pld_gauss = PldConfig::default().build()?;
+    pld_gauss.compose(&DpEvent::poisson_sampled(0.1, DpEvent::gaussian(1.0)), 1)?;
+    let gauss_delta = pld_gauss.delta(0.0)?;
+    assert!(gauss_delta < 0.1 * rr_tv - 5e-3, "{gauss_delta}");
+
+    let zcdp = DpEvent::zcdp(0.5);
+    let refusals: Vec<(Box<dyn Accountant>, DpEvent, &str)> = vec![
+        (Box::new(GdpConfig::default().build()?), zcdp.clone(), "GDP"),
+        (
+            Box::new(GdpConfig::default().build()?),
+            DpEvent::poisson_sampled(0.1, zcdp.clone()),
+            "GDP",
+        ),
+        (
+            Box::new(GdpConfig::default().build()?),
+            DpEvent::sampled_without_replacement(100, 10, zcdp.clone()),
+            "GDP",
+        ),
+        (
+            Box::new(PldConfig::default().build()?),
+            DpEvent::poisson_sampled(0.1, zcdp.clone()),
+            "Gaussian privacy loss distribution",
+        ),
+        (
+            Box::new(PldConfig::default().build()?),
+            DpEvent::poisson_sampled(
+                0.1,
+                DpEvent::Composed {
+                    events: vec![DpEvent::gaussian(2.0), zcdp.clone()],
+                },
+            ),
+            "Gaussian privacy loss distribution",
+        ),
+        (
+            Box::new(PldConfig::default().build()?),
+            zcdp.clone(),
+            "Gaussian privacy loss distribution",
+        ),
+    ];
+    for (mut acc, event, why) in refusals {
+        let err = acc.compose(&event, 1);
+        assert!(
+            matches!(&err, Err(Error::Unsupported { reason, .. })
+                if reason.contains("zCDP does not imply") && reason.contains(why)),
+            "{} on {event}: {err:?}",
+            acc.name()
+        );
+        assert!(acc.ledger().entries.is_empty());
+    }
+
+    // Sampling without replacement in RDP has only the Gaussian's bound: refused too.
+    let replace_one = RdpConfig {
+        relation: dp_accounting::NeighbouringRelation::ReplaceOne,
+        ..RdpConfig::default()
+    }
+    .build()?;
+    let wor = DpEvent::sampled_without_replacement(100, 10, zcdp.clone());
+    assert!(matches!(
+        replace_one.supports(&wor),
+        Err(Error::Unsupported { reason, .. }) if reason.contains("zCDP does not imply")
+    ));
+    Ok(())
+}
+
+/// RDP keeps ZCdp: unsampled it is exactly (α, ρα)-RDP (Bun & Steinke 2016, Def. 1.1);
+/// Poisson-sampled it takes Zhu & Wang's general bound over the curve ρα, not the
+/// subsampled Gaussian's curve. At α = 3 the general bound is
+/// `ln[(1−q)²(1+2q) + 3q²(1−q)e^{2ρ} + q³e^{3·4ρ}]/2`; the Gaussian's has `e^{6ρ}` in the
+/// last term.
+#[test]
+fn rdp_accounts_sampled_zcdp_by_the_general_bound() -> Result<()> {
+    let (q, rho) = (0.1f64, 0.5f64);
+    let config = RdpConfig {
+        orders: dp_accounting::OrderGrid::Custom(vec![3.0]),
+        ..RdpConfig::default()
+    };
+    let mut plain = config.clone().build()?;
+    plain.compose(&DpEvent::zcdp(rho), 1)?;
+    assert!((plain.rdp()[0] - 3.0 * rho).abs() < 1e-15);
+
+    let mut sampled = config.clone().build()?;
+    sampled.compose(&DpEvent::poisson_sampled(q, DpEvent::zcdp(rho)), 1)?;
+    let general = ((1.0 - q).powi(2) * (1.0 + 2.0 * q)
+        + 3.0 * q * q * (1.0 - q) * (2.0 * rho).exp()
+        + q.powi(3) * (12.0 * rho).exp())
+    .ln()
+        / 2.0;
+    let gaussian = ((1.0 - q).powi(2) * (1.0 + 2.0 * q)
+        + 3.0 * q * q * (1.0 - q) * (2.0 * rho).exp()
+        + q.powi(3) * (6.0 * rho).exp())
+    .ln()
+        / 2.0;
+    let got = sampled.rdp()[0];
+    assert!(
+        (got - general).abs() < 1e-12 * general,
+        "{got} vs {general}"
+    );
+    assert!(got > gaussian * 1.1, "{got} vs Gaussian {gaussian}");
+    Ok(())
+}

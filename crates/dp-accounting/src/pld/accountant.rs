@@ -9,7 +9,7 @@ use crate::accountant::{
     PrivacyReport,
 };
 use crate::error::{require_positive, Error, Result};
-use crate::event::{DpEvent, NeighbouringRelation};
+use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GAUSSIAN_PLD};
 use crate::ledger::Ledger;
 
 /// Settings of a [`PldAccountant`]; the defaults are dp_accounting's.
@@ -75,9 +75,15 @@ impl PldConfig {
 /// Keeps the discretised PLD for both neighbouring directions (remove and add; they
 /// differ under Poisson subsampling) and composes by FFT. ε is the larger of the two.
 ///
-/// Supported events: `Gaussian`, `Laplace`, `PoissonSampled` of a Gaussian-like event
-/// or a Laplace (add/remove only), `EpsilonDelta`, `Exponential` (as ε-DP), and any
+/// Supported events: `Gaussian`, `Laplace`, `PoissonSampled` of a Gaussian, a
+/// composition of Gaussians (one Gaussian, Mironov, Talwar, Zhang 2019, §3) or a Laplace
+/// (add/remove only), `EpsilonDelta`, `Exponential` (as ε-DP), and any
 /// `SelfComposed`/`Composed` of these.
+///
+/// `ZCdp` is refused, sampled or not, even with ξ = 0: ρ-zCDP does not imply the
+/// Gaussian's privacy loss distribution (see
+/// [`DpEvent::effective_gaussian_noise_multiplier`]). Account it with the RDP or zCDP
+/// accountant.
 ///
 /// # Guarantee
 /// Pessimistic at every step: connect-the-dots discretisation, truncated mass moved to
@@ -179,11 +185,13 @@ impl PldAccountant {
                     Noise::Laplace {
                         scale: noise_multiplier,
                     }
+                } else if inner.contains_zcdp() {
+                    return Err(unsupported("pld", event, ZCDP_NOT_GAUSSIAN_PLD));
                 } else {
                     return Err(unsupported(
                         "pld",
                         event,
-                        "the sampled event must be Gaussian-like or Laplace",
+                        "the sampled event must be a Gaussian, a composition of Gaussians, or a Laplace",
                     ));
                 };
                 out.push((
@@ -195,6 +203,7 @@ impl PldAccountant {
                 ));
                 Ok(())
             }
+            DpEvent::ZCdp { .. } => Err(unsupported("pld", event, ZCDP_NOT_GAUSSIAN_PLD)),
             other => Err(unsupported(
                 "pld",
                 other,

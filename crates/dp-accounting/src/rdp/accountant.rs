@@ -55,14 +55,18 @@ impl RdpConfig {
 
 /// Rényi-DP accountant (Mironov 2017): sums per-order RDP curves and converts to (ε, δ).
 ///
-/// Supported events: `Gaussian`, `Laplace`, `ZCdp`, `Exponential`, `EpsilonDelta`
-/// (randomized-response RDP plus δ tracked apart), `PoissonSampled` of a Gaussian-like
-/// event (add/remove only; exact) or of any composition of unsampled δ = 0 mechanisms
+/// Supported events: `Gaussian`, `Laplace`, `ZCdp` (exactly (α, ξ + ρα)-RDP at every α,
+/// Bun & Steinke 2016, Def. 1.1), `Exponential`, `EpsilonDelta` (randomized-response RDP
+/// plus δ tracked apart), `PoissonSampled` of a Gaussian-like event (add/remove only;
+/// exact) or of any composition of unsampled δ = 0 mechanisms, `ZCdp` included
 /// (add/remove only; Zhu & Wang 2019's general bound, see
 /// [`curves::poisson_sampled_general`]), `SampledWithoutReplacement` of a Gaussian-like event
 /// (replace-one only), and any `SelfComposed`/`Composed` of these. "Gaussian-like" is a
-/// Gaussian, a ρ-zCDP event with ξ = 0, or a composition of them, which collapses to one
-/// Gaussian with `σ_eff = (Σ σᵢ⁻²)^{-1/2}` (Mironov, Talwar, Zhang 2019, §3).
+/// Gaussian or a composition of Gaussians, which collapses to one Gaussian with
+/// `σ_eff = (Σ σᵢ⁻²)^{-1/2}` (Mironov, Talwar, Zhang 2019, §3). A `ZCdp` event is not
+/// Gaussian-like: ρ-zCDP gives the Gaussian's unsampled curve but not its subsampled
+/// one, so `SampledWithoutReplacement` of it is refused (see
+/// [`DpEvent::effective_gaussian_noise_multiplier`]).
 ///
 /// # Guarantee
 /// The reported ε is an upper bound for every supported event: the curves are exact or
@@ -113,9 +117,14 @@ impl RdpAccountant {
     fn collect(&self, event: &DpEvent, count: u64, out: &mut Vec<(Curve, u64)>) -> Result<()> {
         let name = self.display_name();
         let gaussian_like = |inner: &DpEvent| {
-            inner
-                .effective_gaussian_noise_multiplier()
-                .ok_or_else(|| unsupported(name, event, "the sampled event must be Gaussian-like"))
+            inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
+                let reason = if inner.contains_zcdp() {
+                    "the bound for sampling without replacement implemented here is the Gaussian's, and rho-zCDP does not imply the Gaussian's subsampled RDP curve"
+                } else {
+                    "the sampled event must be a Gaussian or a composition of Gaussians"
+                };
+                unsupported(name, event, reason)
+            })
         };
         let curve = match event {
             DpEvent::NoOp => return Ok(()),

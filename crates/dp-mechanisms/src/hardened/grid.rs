@@ -112,8 +112,10 @@ impl Mechanism for GridLaplace {
 ///
 /// # Privacy
 /// ρ-zCDP with ρ = Δ_k²/(2σ_k²), Δ_k = ⌊Δ/2^k⌋ + 1 and σ_k the discrete Gaussian's σ in
-/// grid steps (CKS20 Thm 4). The event is `ZCdp { rho }`, which the RDP accountant treats
-/// as a Gaussian with σ = 1/√(2ρ).
+/// grid steps (CKS20 Thm 4). The event is `ZCdp { rho }`: the RDP and zCDP accountants
+/// compose it as (α, ρα)-RDP (Bun & Steinke 2016, Def. 1.1; under Poisson sampling by Zhu
+/// & Wang's general bound); the GDP and PLD accountants refuse it, since zCDP does not
+/// imply the continuous Gaussian's trade-off curve.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GridGaussian {
     noise: DiscreteGaussian,
