@@ -5,20 +5,34 @@
 //! Item i has log-weight `ℓᵢ = scale·scoreᵢ − max`. Items are grouped into buckets of
 //! log-weight width [`BUCKET_WIDTH`] below a level's top; bucket j's bound `bⱼ ≥ ℓᵢ` for
 //! its members. A draw proposes a bucket with probability ∝ `|j|·e^{bⱼ}`, a uniform member
-//! i of it, and accepts it with probability `e^{ℓᵢ − bⱼ}` (≥ e^{−1}); so each attempt
-//! accepts item i with probability `e^{ℓᵢ}/Σⱼ|j|e^{bⱼ}`, a constant times its weight,
-//! and the accepted item has the exact conditional law `e^{ℓᵢ}/Σ_left e^{ℓ}`. Items more
-//! than [`BUCKETS_PER_LEVEL`] widths below a level's top wait in one tail bucket, bounded
-//! by the level's floor; when the tail is proposed it is split into a new level below its
-//! own maximum and the attempt restarts (an attempt that accepts nothing leaves the law
-//! unchanged). Cost: O(n) passes without randomness to bucket, then O(k) expected draws.
+//! i of it, and accepts it with probability `e^{ℓᵢ − bⱼ}`; so each attempt accepts item i
+//! with probability `e^{ℓᵢ}/Σⱼ|j|e^{bⱼ}`, a constant times its weight, and the accepted
+//! item has the exact conditional law `e^{ℓᵢ}/Σ_left e^{ℓ}` (rejection sampling; von
+//! Neumann 1951).
+//!
+//! Items more than [`BUCKETS_PER_LEVEL`] widths below a level's top wait in one tail
+//! bucket, whose bound is the largest log-weight among its members. The tail is a bucket
+//! like the others: when proposed, a uniform member is accepted with probability
+//! `e^{ℓᵢ − b_tail}` (which may be small, since the tail spans any range). After that
+//! attempt, accepted or not, what is left of the tail is split into a new level below its
+//! own maximum. Exactness survives any such restructuring between attempts: whatever the
+//! buckets at the start of an attempt (a function of the past), the attempt accepts each
+//! item left with probability proportional to its weight, so the first accepted item has
+//! the exact law. (Restarting when the tail is proposed, without the acceptance test, is
+//! not exact: that attempt accepts nothing from the tail but still accepts the items above
+//! it, which under-samples the tail.)
+//!
+//! Ordinary proposals are accepted with probability ≥ e^{−1}; a tail proposal happens at
+//! most once per split. Cost: O(n) passes without randomness to bucket, then O(k)
+//! expected draws plus the splits.
 
 use crate::noise::NoiseSource;
 
 /// Width of a bucket in log-weight: every proposal is accepted with probability ≥ e^{−1}.
 const BUCKET_WIDTH: f64 = 1.0;
 /// Buckets per level; items below the last wait in the level's tail (relative weight
-/// below e^{−48}, so a tail is split only when the items above it are nearly used up).
+/// below e^{−48}, so a tail is proposed, and split, only when the items above it are
+/// nearly used up).
 const BUCKETS_PER_LEVEL: usize = 48;
 
 struct Bucket {
@@ -27,7 +41,8 @@ struct Bucket {
     /// `e^{bound − reference}`: the proposal mass of one member.
     factor: f64,
     members: Vec<u32>,
-    /// Items of every log-weight below the level's last bucket, not yet split.
+    /// Items of every log-weight below the level's last bucket, not yet split; its bound
+    /// is their largest log-weight.
     tail: bool,
 }
 
@@ -74,22 +89,24 @@ pub(crate) fn successive_draws(
                 break;
             }
         }
-        if buckets[pick].tail {
-            let tail = buckets.pop().expect("the tail is the last bucket");
-            let level_top = tail
-                .members
-                .iter()
-                .fold(f64::NEG_INFINITY, |m, &i| m.max(log_weight(i)));
-            buckets.extend(level(&tail.members, level_top, log_weight));
-            reference = f64::NAN;
-            continue;
-        }
         let bucket = &mut buckets[pick];
         let slot = noise.index_below(bucket.members.len());
         let item = bucket.members[slot];
         if noise.uniform() < (log_weight(item) - bucket.bound).exp() {
             bucket.members.swap_remove(slot);
             chosen.push(item as usize);
+        }
+        // The attempt is complete; now (and only now) the tail may be restructured.
+        if bucket.tail {
+            let tail = buckets.pop().expect("the tail is the last bucket");
+            if !tail.members.is_empty() {
+                let level_top = tail
+                    .members
+                    .iter()
+                    .fold(f64::NEG_INFINITY, |m, &i| m.max(log_weight(i)));
+                buckets.extend(level(&tail.members, level_top, log_weight));
+            }
+            reference = f64::NAN;
         }
     }
     chosen
@@ -113,12 +130,18 @@ fn bound_of(level_top: f64, j: usize) -> f64 {
     level_top - j as f64 * BUCKET_WIDTH
 }
 
-fn empty_level(level_top: f64, counts: &[usize]) -> Vec<Bucket> {
+/// Empty buckets sized by `counts`; the tail's bound is `tail_top`, the largest
+/// log-weight of its members (−∞ when it has none).
+fn empty_level(level_top: f64, counts: &[usize], tail_top: f64) -> Vec<Bucket> {
     counts
         .iter()
         .enumerate()
         .map(|(j, &count)| Bucket {
-            bound: bound_of(level_top, j),
+            bound: if j == BUCKETS_PER_LEVEL {
+                tail_top
+            } else {
+                bound_of(level_top, j)
+            },
             factor: 0.0,
             members: Vec::with_capacity(count),
             tail: j == BUCKETS_PER_LEVEL,
@@ -130,15 +153,20 @@ fn empty_level(level_top: f64, counts: &[usize]) -> Vec<Bucket> {
 /// pass, then a scatter into buffers sized exactly.
 fn first_level(scores: &[f64], scale: f64, top: f64) -> Vec<Bucket> {
     let mut counts = [0usize; BUCKETS_PER_LEVEL + 1];
+    let mut tail_top = f64::NEG_INFINITY;
     let ids: Vec<u8> = scores
         .iter()
         .map(|&s| {
-            let id = bucket_of(scale * s - top, 0.0);
+            let w = scale * s - top;
+            let id = bucket_of(w, 0.0);
             counts[id] += 1;
+            if id == BUCKETS_PER_LEVEL {
+                tail_top = tail_top.max(w);
+            }
             id as u8
         })
         .collect();
-    let mut buckets = empty_level(0.0, &counts);
+    let mut buckets = empty_level(0.0, &counts, tail_top);
     for (i, &id) in ids.iter().enumerate() {
         buckets[id as usize].members.push(i as u32);
     }
@@ -148,10 +176,16 @@ fn first_level(scores: &[f64], scale: f64, top: f64) -> Vec<Bucket> {
 /// A level over `members` below `level_top`, their largest log-weight.
 fn level(members: &[u32], level_top: f64, log_weight: impl Fn(u32) -> f64) -> Vec<Bucket> {
     let mut counts = [0usize; BUCKETS_PER_LEVEL + 1];
+    let mut tail_top = f64::NEG_INFINITY;
     for &i in members {
-        counts[bucket_of(log_weight(i), level_top)] += 1;
+        let w = log_weight(i);
+        let id = bucket_of(w, level_top);
+        counts[id] += 1;
+        if id == BUCKETS_PER_LEVEL {
+            tail_top = tail_top.max(w);
+        }
     }
-    let mut buckets = empty_level(level_top, &counts);
+    let mut buckets = empty_level(level_top, &counts, tail_top);
     for &i in members {
         buckets[bucket_of(log_weight(i), level_top)].members.push(i);
     }
