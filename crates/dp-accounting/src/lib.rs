@@ -16,6 +16,8 @@
 //!   target (ε, δ), never overshooting.
 //! * [`Ledger`] and [`BudgetFilter`] — the record of a run and a guard that refuses the
 //!   event that would exceed a budget.
+//! * [`one_run_epsilon_lower_bound`] — the ε lower bound of a one-run privacy audit
+//!   (Steinke, Nasr & Jagielski 2023), from an [`AuditOutcome`].
 //!
 //! # Example
 //!
@@ -37,6 +39,7 @@
 #![deny(missing_docs)]
 
 mod accountant;
+mod audit;
 mod calibrate;
 mod composition;
 mod error;
@@ -50,6 +53,7 @@ pub mod rdp;
 mod zcdp;
 
 pub use accountant::{Accountant, Guarantee, PrivacyReport};
+pub use audit::{one_run_epsilon_lower_bound, one_run_p_value, AuditOutcome};
 pub use calibrate::{calibrate_noise, calibrate_steps, Calibrated, CalibrationOptions};
 pub use composition::{
     advanced_composition, amplify, basic_composition, dpd_ac_epsilon, dpd_zcdp_epsilon,

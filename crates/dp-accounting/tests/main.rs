@@ -4,6 +4,7 @@
 // Reference values are quoted with all the digits their source printed.
 #![allow(clippy::excessive_precision)]
 
+mod audit;
 mod contract;
 mod cross_accountant;
 mod properties;
