@@ -52,7 +52,7 @@ pub enum Error {
     Serialization(String),
 }
 
-/// `Result` with this crate's [`Error`].
+/// `Result` with this crate's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Checks that `value` is finite and `> 0`.

@@ -27,7 +27,7 @@ pub enum Error {
     Accounting(#[from] dp_accounting::Error),
 }
 
-/// `Result` with this crate's [`Error`].
+/// `Result` with this crate's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn require_positive(name: &'static str, value: f64) -> Result<f64> {
