@@ -6,6 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{Accountant, PrivacyReport};
+use crate::boxed::DynAccountant;
 use crate::composition::ApproxDpConfig;
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
@@ -59,7 +60,7 @@ impl AccountantKind {
         self,
         relation: NeighbouringRelation,
         orders: &OrderGrid,
-    ) -> Result<Box<dyn Accountant + Send>> {
+    ) -> Result<Box<dyn DynAccountant>> {
         let rdp = |conversion| RdpConfig {
             orders: orders.clone(),
             conversion,

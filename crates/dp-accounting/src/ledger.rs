@@ -107,16 +107,56 @@ impl Budget {
         require_open_unit("delta", delta)?;
         Ok(Budget { epsilon, delta })
     }
+
+    /// No limit on ε (δ is still where ε is reported): a [`BudgetFilter`] with it only
+    /// records, and its reservations skip the ε computation.
+    pub fn unbounded(delta: f64) -> Result<Self> {
+        require_open_unit("delta", delta)?;
+        Ok(Budget {
+            epsilon: f64::INFINITY,
+            delta,
+        })
+    }
+
+    /// Whether ε is limited.
+    pub fn is_bounded(&self) -> bool {
+        self.epsilon.is_finite()
+    }
 }
 
 /// An accountant that refuses any composition that would take ε past a budget.
 ///
-/// `try_compose` composes into a scratch copy first; the real state changes only when
-/// the result still fits, so a refused event leaves no trace.
+/// Every charge is composed into a scratch copy first; the real state changes only when
+/// the result still fits, so a refused event leaves no trace. For a release that must be
+/// charged *before* it happens, [`reserve`](Self::reserve) does the dry run and
+/// [`commit`](Self::commit) makes it count: the caller releases in between, and only if
+/// the reservation was granted.
 #[derive(Clone, Debug)]
 pub struct BudgetFilter<A> {
     accountant: A,
     budget: Budget,
+}
+
+/// A charge that fits the budget, composed into a copy of the filter's accountant but not
+/// yet recorded: [`BudgetFilter::commit`] records it.
+#[derive(Clone, Debug)]
+pub struct Reservation<A> {
+    scratch: A,
+    epsilon: Option<f64>,
+    base: (usize, u64),
+}
+
+impl<A> Reservation<A> {
+    /// ε after the charge (`None` under an unbounded budget, where it is not computed).
+    pub fn epsilon(&self) -> Option<f64> {
+        self.epsilon
+    }
+}
+
+/// Where a ledger stands: its entry count and the total count of its entries.
+fn position(ledger: &Ledger) -> (usize, u64) {
+    let total = ledger.entries.iter().map(|e| e.count).fold(0u64, u64::saturating_add);
+    (ledger.entries.len(), total)
 }
 
 impl<A: Accountant + Clone> BudgetFilter<A> {
@@ -133,20 +173,54 @@ impl<A: Accountant + Clone> BudgetFilter<A> {
         Ok((epsilon <= self.budget.epsilon, epsilon))
     }
 
-    /// Composes `event` × `count` if it fits; otherwise [`Error::BudgetExceeded`] and no
-    /// state change.
-    pub fn try_compose(&mut self, event: &DpEvent, count: u64) -> Result<f64> {
+    /// The dry run of a charge: `event` × `count` composed into a copy, refused with
+    /// [`Error::BudgetExceeded`] when ε would pass the budget. Nothing changes here.
+    pub fn reserve(&self, event: &DpEvent, count: u64) -> Result<Reservation<A>> {
         let mut scratch = self.accountant.clone();
         scratch.compose(event, count)?;
-        let epsilon = scratch.epsilon(self.budget.delta)?;
-        if epsilon > self.budget.epsilon {
-            return Err(Error::BudgetExceeded {
-                epsilon,
-                budget_epsilon: self.budget.epsilon,
-                delta: self.budget.delta,
+        let epsilon = if self.budget.is_bounded() {
+            let epsilon = scratch.epsilon(self.budget.delta)?;
+            if !(epsilon <= self.budget.epsilon) {
+                return Err(Error::BudgetExceeded {
+                    epsilon,
+                    budget_epsilon: self.budget.epsilon,
+                    delta: self.budget.delta,
+                });
+            }
+            Some(epsilon)
+        } else {
+            None
+        };
+        Ok(Reservation {
+            scratch,
+            epsilon,
+            base: position(self.accountant.ledger()),
+        })
+    }
+
+    /// Records a reservation made on the current state. A reservation made before another
+    /// charge was recorded is stale (it would drop that charge) and is refused.
+    pub fn commit(&mut self, reservation: Reservation<A>) -> Result<()> {
+        if reservation.base != position(self.accountant.ledger()) {
+            return Err(Error::InvalidParameter {
+                name: "reservation",
+                value: reservation.base.1 as f64,
+                reason: "stale: the ledger changed after it was made",
             });
         }
-        self.accountant = scratch;
+        self.accountant = reservation.scratch;
+        Ok(())
+    }
+
+    /// Composes `event` × `count` if it fits; otherwise [`Error::BudgetExceeded`] and no
+    /// state change. Returns ε after the charge (`∞`-budget filters compute it too).
+    pub fn try_compose(&mut self, event: &DpEvent, count: u64) -> Result<f64> {
+        let reservation = self.reserve(event, count)?;
+        let epsilon = match reservation.epsilon {
+            Some(e) => e,
+            None => reservation.scratch.epsilon(self.budget.delta)?,
+        };
+        self.commit(reservation)?;
         Ok(epsilon)
     }
 
@@ -163,5 +237,10 @@ impl<A: Accountant + Clone> BudgetFilter<A> {
     /// The budget.
     pub fn budget(&self) -> Budget {
         self.budget
+    }
+
+    /// A new budget over the same ledger (a resumed run with a changed target).
+    pub fn set_budget(&mut self, budget: Budget) {
+        self.budget = budget;
     }
 }

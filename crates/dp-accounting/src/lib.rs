@@ -40,6 +40,7 @@
 
 mod accountant;
 mod audit;
+mod boxed;
 mod calibrate;
 mod composition;
 mod error;
@@ -54,6 +55,7 @@ mod zcdp;
 
 pub use accountant::{Accountant, Guarantee, PrivacyReport};
 pub use audit::{one_run_epsilon_lower_bound, one_run_p_value, AuditOutcome};
+pub use boxed::DynAccountant;
 pub use calibrate::{calibrate_noise, calibrate_steps, Calibrated, CalibrationOptions};
 pub use composition::{
     advanced_composition, amplify, basic_composition, dpd_ac_epsilon, dpd_zcdp_epsilon,
@@ -63,7 +65,7 @@ pub use error::{Error, Result};
 pub use event::{DpEvent, NeighbouringRelation};
 pub use gdp::{GdpAccountant, GdpConfig};
 pub use kind::AccountantKind;
-pub use ledger::{Budget, BudgetFilter, Ledger, LedgerEntry};
+pub use ledger::{Budget, BudgetFilter, Ledger, LedgerEntry, Reservation};
 pub use pld::{PldAccountant, PldConfig};
 pub use rdp::{Conversion, FractionalSeries, OrderGrid, RdpAccountant, RdpConfig};
 pub use zcdp::{zcdp_to_epsilon, ZcdpAccountant, ZcdpConfig, ZcdpConversion};

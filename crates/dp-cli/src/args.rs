@@ -139,6 +139,28 @@ pub struct TrainArgs {
     /// Print one JSON object per epoch and a final summary object.
     #[arg(long)]
     pub json: bool,
+    /// Resume from a checkpoint written with a different value of this setting (repeat
+    /// for several). Only settings whose change the ledger still covers are accepted.
+    #[arg(long, value_enum)]
+    pub allow_change: Vec<ChangeableField>,
+    /// Also print the training loss and the count of non-finite per-sample gradients.
+    /// Both are computed from the private training data without noise and are NOT
+    /// covered by epsilon; they are labelled so.
+    #[arg(long)]
+    pub show_non_private_stats: bool,
+}
+
+/// A setting a resumed `dp train` may change with `--allow-change`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ChangeableField {
+    /// The learning rate (post-processing of the noisy gradients).
+    Lr,
+    /// σ (the ledger records each step's own σ).
+    Sigma,
+    /// The clipping norm (σ is relative to it, so the events do not change).
+    Clip,
+    /// The budget (enforced on the whole ledger, earlier steps included).
+    TargetEpsilon,
 }
 
 /// Which accountant(s) to run.

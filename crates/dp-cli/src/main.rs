@@ -25,8 +25,13 @@ fn main() -> ExitCode {
                 err.kind(),
                 ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
             ) {
-                print!("{err}");
-                return ExitCode::SUCCESS;
+                return match write_stdout(&err.to_string()) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        output::diag(&format!("error: {e}"));
+                        ExitCode::from(2)
+                    }
+                };
             }
             // clap's message (before the usage block) names the problem; make it one line.
             let text = err.render().to_string();
@@ -34,19 +39,28 @@ fn main() -> ExitCode {
                 .split("\n\nUsage")
                 .next()
                 .unwrap_or("error: invalid arguments");
-            eprintln!("{}", one_line(message));
+            output::diag(&one_line(message));
             return ExitCode::from(2);
         }
     };
-    match commands::run(cli) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+    match commands::run(cli).and_then(|text| write_stdout(&text)) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", one_line(&format!("{err:#}")));
+            output::diag(&format!("error: {}", one_line(&format!("{err:#}"))));
             ExitCode::from(2)
         }
+    }
+}
+
+/// Writes the result. A closed pipe (`dp … | head`) ends quietly, as ripgrep does; any
+/// other write error (`> /dev/full`) is an error line and exit code 2, never a panic.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("writing the output: {e}")),
+        Ok(()) => Ok(()),
     }
 }
 

@@ -17,7 +17,10 @@ pub fn render_reports(header: &str, rows: &[Row], json: bool) -> Result<String> 
         let values: Vec<serde_json::Value> = rows
             .iter()
             .map(|row| match row {
-                Row::Report(r) => serde_json::to_value(r),
+                Row::Report(r) => serde_json::to_value(r).map(|mut v| {
+                    v["epsilon"] = epsilon_json(Some(r.epsilon));
+                    v
+                }),
                 Row::Unsupported { accountant, reason } => {
                     Ok(serde_json::json!({"accountant": accountant, "error": reason}))
                 }
@@ -43,6 +46,7 @@ pub fn render_reports(header: &str, rows: &[Row], json: bool) -> Result<String> 
             Row::Report(r) => {
                 let order = r.order.map_or("-".to_string(), |a| format!("{a}"));
                 let guarantee = match r.guarantee {
+                    _ if r.epsilon == f64::INFINITY => "unbounded: no finite epsilon at this delta",
                     Guarantee::UpperBound => "upper bound",
                     Guarantee::Asymptotic => "asymptotic (CLT), may under-report",
                 };
@@ -50,7 +54,7 @@ pub fn render_reports(header: &str, rows: &[Row], json: bool) -> Result<String> 
                     out,
                     "{:<12} {:>12} {:>7}  {guarantee}",
                     r.accountant,
-                    number(r.epsilon),
+                    epsilon_text(Some(r.epsilon)),
                     order
                 )?;
                 notes.extend(r.warnings.iter().map(|w| format!("{}: {w}", r.accountant)));
@@ -78,4 +82,46 @@ pub fn number(x: f64) -> String {
     } else {
         format!("{x:.6e}")
     }
+}
+
+/// A number in a message: at most six significant digits (a δ typed with 300 digits is
+/// not echoed back in full).
+pub fn short(x: f64) -> String {
+    fn trim(mantissa: &str) -> &str {
+        if mantissa.contains('.') {
+            mantissa.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            mantissa
+        }
+    }
+    if x == 0.0 || !x.is_finite() || (1e-3..1e6).contains(&x.abs()) {
+        trim(&format!("{x:.6}")).to_string()
+    } else {
+        let text = format!("{x:.5e}");
+        let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+        format!("{}e{exponent}", trim(mantissa))
+    }
+}
+
+/// ε for text: "unbounded" for ∞ and for a run without DP (no finite ε covers it).
+pub fn epsilon_text(epsilon: Option<f64>) -> String {
+    match epsilon {
+        None => "unbounded (no DP)".into(),
+        Some(e) if e == f64::INFINITY => "unbounded".into(),
+        Some(e) => number(e),
+    }
+}
+
+/// ε for JSON: a number, or the string "unbounded" (JSON has no ∞; `null` would hide it).
+pub fn epsilon_json(epsilon: Option<f64>) -> serde_json::Value {
+    match epsilon {
+        Some(e) if e.is_finite() => serde_json::json!(e),
+        _ => serde_json::json!("unbounded"),
+    }
+}
+
+/// A line on stderr; a closed or full stderr is ignored (the result goes to stdout).
+pub fn diag(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }

@@ -36,11 +36,22 @@ pub trait PrivateModel {
         classes: usize,
         rule: ClipRule,
     ) -> Result<ClippedGradient>;
+
+    /// A description of the architecture, for checkpoint fingerprints: a checkpoint is
+    /// only resumed into a model with the same description. The default names the
+    /// parameter count only; models with a spec describe it.
+    fn architecture(&self) -> String {
+        format!("{} parameters", self.num_params())
+    }
 }
 
 impl PrivateModel for FusedModel {
     fn num_params(&self) -> usize {
         self.spec().num_params()
+    }
+
+    fn architecture(&self) -> String {
+        format!("{:?}", self.spec())
     }
 
     fn parameters(&self) -> Result<Vec<f32>> {

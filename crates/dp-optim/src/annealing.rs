@@ -271,8 +271,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                     .zip(&after)
                     .map(|(b, a)| (a - b).clamp(-clip, clip))
                     .sum();
-                let noisy = (sum + self.gaussian(sigma * clip)) / (q * data.len() as f64).max(1.0);
+                // Charged (under the budget) before the noisy test is drawn and used.
                 self.charge(&DpEvent::dp_sgd(q, sigma, 1))?;
+                let noisy = (sum + self.gaussian(sigma * clip)) / (q * data.len() as f64).max(1.0);
                 (f64::NAN, Some(noisy))
             }
             None => {

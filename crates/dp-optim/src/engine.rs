@@ -1,16 +1,22 @@
-//! The privacy engine: sampler → fused forward/backward with clipping → noise → update →
-//! ledger, fail-closed, with a budget it never exceeds and atomic checkpoints.
+//! The privacy engine: sampler → charge reserved on the ledger → fused forward/backward
+//! with clipping → noise → charge recorded → update; fail-closed, with a budget enforced
+//! on the ledger itself and checkpoints that keep every charge.
 
 use candle_core::{Device, Tensor};
-use dp_accounting::{calibrate_steps, Accountant, AccountantKind, Ledger, OrderGrid};
-use dp_mechanisms::{NoiseSource, NoiseState};
+use dp_accounting::{
+    calibrate_steps, Accountant, AccountantKind, Budget, BudgetFilter, DpEvent, DynAccountant,
+    Guarantee, Ledger, OrderGrid, Reservation,
+};
+use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::{ClipRule, FusedModel};
 use dp_models::loss::argmax_rows;
 use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::{Checkpoint, CHECKPOINT_FORMAT};
 use crate::error::{Error, Result};
+use crate::fingerprint::{RunField, RunFingerprint};
 use crate::sampler::{Sampler, ShuffleState};
 
 /// The update rule applied to the noisy average gradient.
@@ -133,39 +139,25 @@ pub struct StepReport {
     pub nonfinite_gradients: usize,
 }
 
-/// A checkpoint: weights, optimizer state, ledger, RNG state and counters.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Checkpoint {
-    /// θ (internal layout).
-    pub theta: Vec<f32>,
-    /// Optimizer moments.
-    pub moments: Vec<Vec<f32>>,
-    /// Steps taken.
-    pub steps: u64,
-    /// The privacy ledger.
-    pub ledger: Option<Ledger>,
-    /// The noise source's state.
-    pub noise: NoiseState,
-    /// Non-finite per-sample gradients so far.
-    pub nonfinite_gradients: u64,
-    /// The shuffled sampler's epoch state (empty for other samplers).
-    #[serde(default)]
-    pub shuffle: ShuffleState,
-}
-
 /// Trains a fused model with DP-SGD / DP-Adam.
 ///
-/// Fail-closed by construction: the fused backward returns one clipped sum covering every
-/// entry of the single parameter `Var`, noise is added to all of it, and `step` checks
-/// both before touching θ. Non-finite per-sample gradients get clip factor 0 and are
-/// counted. The budget is enforced *before* a step: the largest number of steps whose ε
-/// fits is computed once with the configured accountant.
+/// Fail-closed by construction: the model's clipped sum must cover every parameter, noise
+/// is added to all of it, and `step` checks both before touching θ. Non-finite
+/// per-sample gradients get clip factor 0 and are counted; non-finite *inputs* are an
+/// error naming the record, before anything is charged. Each step's event is charged to
+/// the ledger *before* the update is applied, through a [`BudgetFilter`]: a step whose
+/// event would take ε past the budget, or that the accountant cannot compose, changes
+/// nothing. Every other charge ([`charge`](Self::charge): SA-DPSGD's acceptance tests,
+/// resumed steps in the replayed ledger) goes through the same filter.
 pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     model: M,
     config: TrainConfig,
     dataset_size: usize,
-    accountant: Option<Box<dyn Accountant + Send>>,
+    ledger: Option<BudgetFilter<Box<dyn DynAccountant>>>,
     max_steps: Option<u64>,
+    fingerprint: RunFingerprint,
+    data_seen: Option<SeenData>,
+    expected_data: Option<String>,
     noise: NoiseSource,
     moments: Vec<Vec<f32>>,
     steps: u64,
@@ -175,6 +167,32 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     labels: Vec<u32>,
     physical_batch_size: Option<usize>,
     shuffle: ShuffleState,
+    #[cfg(feature = "fault-injection")]
+    fault: Option<crate::fault::Fault>,
+}
+
+/// The dataset the engine has validated and digested (by address and size: a `step` on
+/// other data validates again).
+struct SeenData {
+    address: usize,
+    records: usize,
+    digest: String,
+}
+
+/// [`dp_accounting::Error::BudgetExceeded`] as the engine's [`Error::BudgetExhausted`].
+fn budget_error(e: dp_accounting::Error) -> Error {
+    match e {
+        dp_accounting::Error::BudgetExceeded {
+            epsilon,
+            budget_epsilon,
+            delta,
+        } => Error::BudgetExhausted {
+            epsilon,
+            budget: budget_epsilon,
+            delta,
+        },
+        other => other.into(),
+    }
 }
 
 impl<M: PrivateModel> PrivacyEngine<M> {
@@ -186,38 +204,12 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         noise: NoiseSource,
     ) -> Result<Self> {
         config.sampler.validate(dataset_size)?;
-        let (accountant, max_steps) = match &config.privacy {
+        let (ledger, max_steps) = match &config.privacy {
             None => (None, None),
-            Some(p) => {
-                if !(p.noise_multiplier.is_finite() && p.noise_multiplier > 0.0) {
-                    return Err(Error::InvalidConfig(format!(
-                        "noise multiplier {} must be > 0",
-                        p.noise_multiplier
-                    )));
-                }
-                if !(p.max_grad_norm.is_finite() && p.max_grad_norm > 0.0) {
-                    return Err(Error::InvalidConfig(format!(
-                        "max_grad_norm {} must be > 0",
-                        p.max_grad_norm
-                    )));
-                }
-                let relation = config.sampler.relation();
-                let accountant = p.accountant.build(relation, &p.orders)?;
-                // The accountant must accept the sampler's event: a mismatch is an error.
-                let event = config.sampler.step_event(dataset_size, p.noise_multiplier);
-                accountant.supports(&event)?;
-                let max_steps = match p.target_epsilon {
-                    None => None,
-                    Some(target) => {
-                        let make = || p.accountant.build(relation, &p.orders);
-                        let sampler = config.sampler;
-                        let run = |t| sampler.run_event(dataset_size, p.noise_multiplier, t);
-                        Some(calibrate_steps(make, run, target, p.delta)?.value)
-                    }
-                };
-                (Some(accountant), max_steps)
-            }
+            Some(p) => Self::private_ledger(p, config.sampler, dataset_size)?,
         };
+        let fingerprint =
+            RunFingerprint::of(&config, &model.architecture(), noise.is_reproducible());
         let moments = match config.optimizer {
             Optimizer::Sgd { .. } => vec![vec![0.0; model.num_params()]],
             Optimizer::Adam { .. } => vec![vec![0.0; model.num_params()]; 2],
@@ -226,8 +218,11 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             model,
             config,
             dataset_size,
-            accountant,
+            ledger,
             max_steps,
+            fingerprint,
+            data_seen: None,
+            expected_data: None,
             noise,
             moments,
             steps: 0,
@@ -237,7 +232,53 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             labels: Vec::new(),
             physical_batch_size: None,
             shuffle: ShuffleState::default(),
+            #[cfg(feature = "fault-injection")]
+            fault: None,
         })
+    }
+
+    /// The ledger (behind its budget filter) of a private run, and the planned step
+    /// count under a budget. An asymptotic accountant (GDP's CLT) may report but never
+    /// enforce a budget: its ε may be below the true value.
+    fn private_ledger(
+        p: &PrivacyConfig,
+        sampler: Sampler,
+        n: usize,
+    ) -> Result<(Option<BudgetFilter<Box<dyn DynAccountant>>>, Option<u64>)> {
+        for (name, v) in [
+            ("noise multiplier (sigma)", p.noise_multiplier),
+            ("max_grad_norm (clip)", p.max_grad_norm),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::InvalidConfig(format!(
+                    "{name} is {v}: it must be finite and > 0"
+                )));
+            }
+        }
+        let relation = sampler.relation();
+        let accountant = p.accountant.build(relation, &p.orders)?;
+        // The accountant must accept the sampler's event: a mismatch is an error.
+        accountant.supports(&sampler.step_event(n, p.noise_multiplier))?;
+        let budget = match p.target_epsilon {
+            None => Budget::unbounded(p.delta)?,
+            Some(_) if accountant.guarantee() == Guarantee::Asymptotic => {
+                return Err(Error::InvalidConfig(format!(
+                    "the {} accountant's epsilon is asymptotic and may be below the true \
+                     value: it can report but not enforce a budget (enforce with rdp or pld)",
+                    p.accountant.name()
+                )))
+            }
+            Some(target) => Budget::new(target, p.delta)?,
+        };
+        let planned = match p.target_epsilon {
+            None => None,
+            Some(target) => {
+                let make = || p.accountant.build(relation, &p.orders);
+                let run = |t| sampler.run_event(n, p.noise_multiplier, t);
+                Some(calibrate_steps(make, run, target, p.delta)?.value)
+            }
+        };
+        Ok((Some(BudgetFilter::new(accountant, budget)), planned))
     }
 
     /// Processes each logical batch in physical slices of at most `size` samples (to bound
@@ -280,9 +321,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         Ok(())
     }
 
-    /// Sets σ from the next step on; the ledger records every step with its own σ. Refused
-    /// for non-private runs and when a budget is set, since the step limit that enforces
-    /// the budget was computed for the initial σ.
+    /// Sets σ from the next step on; the ledger records every step with its own σ and the
+    /// budget is enforced on it. Refused for non-private runs, and inside a shuffled
+    /// epoch (its charge, made at the epoch's first step, assumed the σ then in force).
     pub fn set_noise_multiplier(&mut self, noise_multiplier: f64) -> Result<()> {
         if !(noise_multiplier.is_finite() && noise_multiplier > 0.0) {
             return Err(Error::InvalidConfig(format!(
@@ -293,10 +334,17 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             None => Err(Error::InvalidConfig(
                 "a non-private run has no noise multiplier to change".into(),
             )),
-            Some(p) if p.target_epsilon.is_some() => Err(Error::InvalidConfig(
-                "the noise multiplier cannot change under a budget (its step limit assumes the initial one)"
-                    .into(),
-            )),
+            Some(_)
+                if matches!(self.config.sampler, Sampler::Shuffle { .. })
+                    && !self
+                        .steps
+                        .is_multiple_of(self.config.sampler.steps_per_epoch(self.dataset_size) as u64) =>
+            {
+                Err(Error::InvalidConfig(
+                    "the noise multiplier of a shuffled run can only change at an epoch boundary"
+                        .into(),
+                ))
+            }
             Some(p) => {
                 p.noise_multiplier = noise_multiplier;
                 Ok(())
@@ -315,7 +363,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         (&self.model, &mut self.noise)
     }
 
-    /// The largest number of steps the budget allows (`None`: no budget).
+    /// The number of steps the budget allows when every step is the sampler's event at
+    /// the initial σ, computed once (`None`: no budget). A plan, not the enforcement:
+    /// the budget is enforced on the ledger before every step, so extra charges, a
+    /// changed σ or a resumed ledger are all counted.
     pub fn max_steps(&self) -> Option<u64> {
         self.max_steps
     }
@@ -327,19 +378,26 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     /// ε spent so far at the configured δ (`None` for non-private runs).
     pub fn epsilon(&self) -> Result<Option<f64>> {
-        match (&self.accountant, &self.config.privacy) {
-            (Some(a), Some(p)) => Ok(Some(a.epsilon(p.delta)?)),
-            _ => Ok(None),
+        match &self.ledger {
+            Some(filter) => Ok(Some(filter.spent()?)),
+            None => Ok(None),
         }
     }
 
     /// The ledger (`None` for non-private runs).
     pub fn ledger(&self) -> Option<&Ledger> {
-        self.accountant.as_ref().map(|a| a.ledger())
+        self.ledger.as_ref().map(|f| f.accountant().ledger())
     }
 
-    /// One training step on `data` (which must have `dataset_size` records).
-    pub fn step(&mut self, data: &Dataset) -> Result<StepReport> {
+    /// The accountant holding the ledger (`None` for non-private runs).
+    pub fn accountant(&self) -> Option<&dyn Accountant> {
+        self.ledger.as_ref().map(|f| f.accountant() as &dyn Accountant)
+    }
+
+    /// Validates `data` (sizes, labels, finite features; [`Dataset::validate`]) and
+    /// digests it the first time the engine sees it; a resumed engine also checks the
+    /// digest against the checkpoint's.
+    fn check_data(&mut self, data: &Dataset) -> Result<()> {
         if data.len() != self.dataset_size {
             return Err(Error::InvalidConfig(format!(
                 "the engine was built for {} records, got {}",
@@ -347,74 +405,60 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 data.len()
             )));
         }
-        if let Some(max) = self.max_steps {
-            if self.steps >= max {
-                let p = self
-                    .config
-                    .privacy
-                    .as_ref()
-                    .ok_or_else(|| Error::InvalidConfig("budget without privacy".into()))?;
-                return Err(Error::BudgetExhausted {
-                    epsilon: f64::NAN,
-                    budget: p.target_epsilon.unwrap_or(f64::NAN),
-                    delta: p.delta,
-                });
+        let address = data.features.as_ptr() as usize;
+        if let Some(seen) = &self.data_seen {
+            if seen.address == address && seen.records == data.len() {
+                return Ok(());
             }
         }
+        data.validate()?;
+        let digest = data.digest();
+        if let Some(expected) = &self.expected_data {
+            let run = RunFingerprint::default().with_dataset(data.len(), &digest);
+            let saved = RunFingerprint::default().with_dataset(self.dataset_size, expected);
+            saved.check_resume(&run, &[])?;
+        }
+        self.data_seen = Some(SeenData {
+            address,
+            records: data.len(),
+            digest,
+        });
+        Ok(())
+    }
+
+    /// The dry run of this step's charge (`None`: non-private, or a step that costs
+    /// nothing, as inside a shuffled epoch).
+    fn reserve_step(&self) -> Result<Option<Reservation<Box<dyn DynAccountant>>>> {
+        let (Some(filter), Some(p)) = (&self.ledger, &self.config.privacy) else {
+            return Ok(None);
+        };
+        let event = self
+            .config
+            .sampler
+            .event_at_step(self.dataset_size, p.noise_multiplier, self.steps);
+        match event {
+            None => Ok(None),
+            Some(event) => filter.reserve(&event, 1).map(Some).map_err(budget_error),
+        }
+    }
+
+    /// One training step on `data` (which must have `dataset_size` records): the charge
+    /// is reserved first ([`Error::BudgetExhausted`] if it does not fit), recorded once
+    /// the noisy gradient is ready, and only then is θ updated.
+    pub fn step(&mut self, data: &Dataset) -> Result<StepReport> {
+        self.check_data(data)?;
+        let reservation = self.reserve_step()?;
         let n = self.dataset_size;
-        let p_count = self.model.num_params();
         self.config
             .sampler
             .draw(n, &mut self.noise, &mut self.shuffle, &mut self.batch);
         let b = self.batch.len();
-        let rule = self
-            .config
-            .privacy
-            .as_ref()
-            .map_or(ClipRule::None, PrivacyConfig::clip_rule);
-        let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
-        let mut gradient = vec![0.0f32; p_count];
-        let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
-        let size = data.example_size();
-        for slice in self.batch.chunks(physical) {
-            self.features.clear();
-            self.labels.clear();
-            for &i in slice {
-                self.features
-                    .extend_from_slice(&data.features[i * size..][..size]);
-                self.labels.push(data.labels[i]);
-            }
-            let m = slice.len();
-            let x = Tensor::from_slice(&self.features, (m, size), &Device::Cpu)?;
-            let clipped = self
-                .model
-                .clipped_gradient(&x, &self.labels, data.classes, rule)?;
-            gradient
-                .iter_mut()
-                .zip(&clipped.sum)
-                .for_each(|(g, s)| *g += s);
-            nonfinite += clipped
-                .squared_norms
-                .iter()
-                .filter(|v| !v.is_finite())
-                .count();
-            loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
-        }
-        let mean_loss = if b == 0 {
-            f64::NAN
-        } else {
-            loss_sum / b as f64
-        };
+        let (mut gradient, loss_sum, nonfinite) = self.clipped_sum(data)?;
         if let Some(p) = &self.config.privacy {
-            self.noise
-                .add_gaussian_f32(&mut gradient, p.noise_multiplier * p.sensitivity());
-        }
-        // Fail closed: one clipped, noised, finite gradient for every entry of θ.
-        if gradient.len() != p_count {
-            return Err(Error::UnprotectedParameter(format!(
-                "{} of {p_count} parameters have a gradient",
-                gradient.len()
-            )));
+            let std = p.noise_multiplier * p.sensitivity();
+            #[cfg(feature = "fault-injection")]
+            let std = crate::fault::noise_std(self.fault, std);
+            self.noise.add_gaussian_f32(&mut gradient, std);
         }
         if let Some(bad) = gradient.iter().position(|g| !g.is_finite()) {
             return Err(Error::UnprotectedParameter(format!(
@@ -427,28 +471,75 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         };
         let scale = 1.0 / divisor.max(1.0);
         gradient.iter_mut().for_each(|g| *g *= scale as f32);
-        self.apply_update(&gradient)?;
-        if let Some(accountant) = &mut self.accountant {
-            let p = self
-                .config
-                .privacy
-                .as_ref()
-                .ok_or_else(|| Error::InvalidConfig("accountant without privacy".into()))?;
-            if let Some(event) =
-                self.config
-                    .sampler
-                    .event_at_step(n, p.noise_multiplier, self.steps)
-            {
-                accountant.compose(&event, 1)?;
-            }
+        if let (Some(filter), Some(reservation)) = (&mut self.ledger, reservation) {
+            filter.commit(reservation)?;
         }
+        self.apply_update(&gradient)?;
         self.steps += 1;
         self.nonfinite += nonfinite as u64;
         Ok(StepReport {
             batch_size: b,
-            mean_loss,
+            mean_loss: if b == 0 { f64::NAN } else { loss_sum / b as f64 },
             nonfinite_gradients: nonfinite,
         })
+    }
+
+    /// The clipped gradient sum of the drawn batch, in physical slices; fail-closed: every
+    /// slice's sum must cover every parameter. Also the loss sum and the count of
+    /// non-finite per-example gradients (neither is covered by ε: see [`StepReport`]).
+    fn clipped_sum(&mut self, data: &Dataset) -> Result<(Vec<f32>, f64, usize)> {
+        let p_count = self.model.num_params();
+        #[cfg(feature = "fault-injection")]
+        let rule = crate::fault::clip_rule(self.fault, self.clip_rule());
+        #[cfg(not(feature = "fault-injection"))]
+        let rule = self.clip_rule();
+        let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
+        let mut gradient = vec![0.0f32; p_count];
+        let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
+        let size = data.example_size();
+        for slice in self.batch.chunks(physical) {
+            self.features.clear();
+            self.labels.clear();
+            for &i in slice {
+                self.features
+                    .extend_from_slice(&data.features[i * size..][..size]);
+                self.labels.push(data.labels[i]);
+            }
+            let x = Tensor::from_slice(&self.features, (slice.len(), size), &Device::Cpu)?;
+            let clipped = self
+                .model
+                .clipped_gradient(&x, &self.labels, data.classes, rule)?;
+            if clipped.sum.len() != p_count {
+                return Err(Error::UnprotectedParameter(format!(
+                    "the model's clipped sum covers {} of its {p_count} parameters",
+                    clipped.sum.len()
+                )));
+            }
+            gradient
+                .iter_mut()
+                .zip(&clipped.sum)
+                .for_each(|(g, s)| *g += s);
+            nonfinite += clipped
+                .squared_norms
+                .iter()
+                .filter(|v| !v.is_finite())
+                .count();
+            loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
+        }
+        Ok((gradient, loss_sum, nonfinite))
+    }
+
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_fault(&mut self, fault: Option<crate::fault::Fault>) {
+        self.fault = fault;
+    }
+
+    /// The clipping rule in force (none for a non-private run).
+    fn clip_rule(&self) -> ClipRule {
+        self.config
+            .privacy
+            .as_ref()
+            .map_or(ClipRule::None, PrivacyConfig::clip_rule)
     }
 
     /// θ and the optimiser moments, to undo an update (SA-DPSGD's rejections).
@@ -481,11 +572,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         out
     }
 
-    /// Charges an extra event (e.g. a privatised acceptance test) to the ledger; an
-    /// error for non-private runs, since nothing would record it.
-    pub(crate) fn charge(&mut self, event: &dp_accounting::DpEvent) -> Result<()> {
-        match &mut self.accountant {
-            Some(a) => Ok(a.compose(event, 1)?),
+    /// Charges an extra event (e.g. a privatised acceptance test) to the ledger, under
+    /// the budget ([`Error::BudgetExhausted`] and no change if it does not fit); an error
+    /// for non-private runs, since nothing would record it. Call it *before* releasing
+    /// what the event covers.
+    pub fn charge(&mut self, event: &DpEvent) -> Result<()> {
+        match &mut self.ledger {
+            Some(filter) => filter.try_compose(event, 1).map(|_| ()).map_err(budget_error),
             None => Err(Error::InvalidConfig(
                 "a private test in a non-private run has no ledger to charge".into(),
             )),
@@ -544,65 +637,101 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         accuracy(&self.model, data)
     }
 
-    /// The state to write to a checkpoint.
+    /// The run's fingerprint: its initial settings, and the data once a step has seen it.
+    pub fn fingerprint(&self) -> RunFingerprint {
+        match &self.data_seen {
+            Some(seen) => self
+                .fingerprint
+                .clone()
+                .with_dataset(seen.records, &seen.digest),
+            None => self.fingerprint.clone(),
+        }
+    }
+
+    /// The state to write to a checkpoint. The noise key is included only for a seeded
+    /// (reproducible) run; see [`Checkpoint`] for what a checkpoint reveals.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
         Ok(Checkpoint {
+            format: CHECKPOINT_FORMAT,
+            fingerprint: self.fingerprint(),
             theta: self.model.parameters()?,
             moments: self.moments.clone(),
             steps: self.steps,
             ledger: self.ledger().cloned(),
-            noise: self.noise.state(),
+            noise: self
+                .noise
+                .is_reproducible()
+                .then(|| self.noise.state()),
             nonfinite_gradients: self.nonfinite,
             shuffle: self.shuffle.clone(),
         })
     }
 
-    /// Resumes from a checkpoint (same config and model architecture): the ledger is
-    /// replayed, so the budget already spent is kept.
+    /// Resumes from a checkpoint of the same run: every setting must match
+    /// ([`Error::ResumeMismatch`] names the first that does not). The ledger is replayed
+    /// under this run's budget, so every earlier charge counts.
     pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        self.restore_allowing(checkpoint, &[])
+    }
+
+    /// [`restore`](Self::restore), accepting changes to the fields in `allowed` that
+    /// [may change](RunField::may_change) (a new learning rate, σ, clip or budget).
+    pub fn restore_allowing(&mut self, checkpoint: &Checkpoint, allowed: &[RunField]) -> Result<()> {
+        checkpoint.fingerprint.check_resume(&self.fingerprint, allowed)?;
+        let fail = |reason: String| Error::Checkpoint {
+            path: "(in memory)".into(),
+            reason,
+        };
+        if checkpoint.theta.len() != self.model.num_params()
+            || checkpoint.moments.len() != self.moments.len()
+            || checkpoint.moments.iter().any(|m| m.len() != checkpoint.theta.len())
+        {
+            return Err(fail(format!(
+                "{} weights and {} moment vectors do not fit a model of {} parameters with {} moments",
+                checkpoint.theta.len(),
+                checkpoint.moments.len(),
+                self.model.num_params(),
+                self.moments.len()
+            )));
+        }
+        let ledger = match (&self.ledger, &checkpoint.ledger) {
+            (Some(filter), Some(saved)) => {
+                let mut fresh = filter.accountant().boxed_clone();
+                if !fresh.ledger().entries.is_empty() {
+                    return Err(fail("this engine has already taken steps".into()));
+                }
+                saved.replay(&mut fresh)?;
+                Some(BudgetFilter::new(fresh, filter.budget()))
+            }
+            (None, None) => None,
+            _ => return Err(fail("the ledger does not match the run's privacy".into())),
+        };
+        if self.noise.is_reproducible() {
+            let state = checkpoint
+                .noise
+                .as_ref()
+                .ok_or_else(|| fail("a seeded run's checkpoint without its noise state".into()))?;
+            self.noise = NoiseSource::restore(state);
+        }
         self.model.set_parameters(&checkpoint.theta)?;
         self.moments = checkpoint.moments.clone();
         self.steps = checkpoint.steps;
         self.nonfinite = checkpoint.nonfinite_gradients;
         self.shuffle = checkpoint.shuffle.clone();
-        self.noise = NoiseSource::restore(&checkpoint.noise);
-        if let (Some(p), Some(ledger)) = (&self.config.privacy, &checkpoint.ledger) {
-            let mut fresh = p
-                .accountant
-                .build(self.config.sampler.relation(), &p.orders)?;
-            ledger.replay(&mut fresh)?;
-            self.accountant = Some(fresh);
-        }
+        self.ledger = ledger;
+        self.expected_data = checkpoint
+            .fingerprint
+            .0
+            .get(&RunField::Dataset)
+            .and_then(|d| d.rsplit(' ').next())
+            .map(str::to_string);
+        self.data_seen = None;
         Ok(())
     }
 
-    /// Writes a checkpoint atomically (temporary file, fsync, rename).
+    /// Writes a checkpoint atomically (temporary file, fsync, rename), mode 0600.
     pub fn save_checkpoint(&self, path: &std::path::Path) -> Result<()> {
-        let fail = |reason: String| Error::Checkpoint {
-            path: path.display().to_string(),
-            reason,
-        };
-        let json = serde_json::to_vec(&self.checkpoint()?).map_err(|e| fail(e.to_string()))?;
-        let tmp = path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut file = std::fs::File::create(&tmp).map_err(|e| fail(e.to_string()))?;
-            file.write_all(&json).map_err(|e| fail(e.to_string()))?;
-            file.sync_all().map_err(|e| fail(e.to_string()))?;
-        }
-        std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
-    }
-}
-
-impl Checkpoint {
-    /// Reads a checkpoint written by [`PrivacyEngine::save_checkpoint`].
-    pub fn load(path: &std::path::Path) -> Result<Self> {
-        let fail = |reason: String| Error::Checkpoint {
-            path: path.display().to_string(),
-            reason,
-        };
-        let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
-        serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))
+        self.checkpoint()?.save(path)
     }
 }
 
@@ -619,7 +748,15 @@ pub(crate) fn for_each_logit_batch<M: PrivateModel>(
         .zip(data.labels.chunks(1000))
     {
         let x = Tensor::from_slice(xs, (ys.len(), size), &Device::Cpu)?;
-        visit(&model.logits(&x)?, ys);
+        let logits = model.logits(&x)?;
+        if logits.len() != ys.len() * data.classes {
+            return Err(Error::InvalidConfig(format!(
+                "the model gives {} logits per record, the data has {} classes",
+                logits.len() / ys.len().max(1),
+                data.classes
+            )));
+        }
+        visit(&logits, ys);
     }
     Ok(())
 }

@@ -34,6 +34,24 @@ pub enum Error {
     /// Candle.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    /// A checkpoint disagrees with the run that would resume from it.
+    #[error("cannot resume: the checkpoint has {field} = {checkpoint}, this run has {run}; {hint}")]
+    ResumeMismatch {
+        /// The setting (named as `dp train`'s flag).
+        field: &'static str,
+        /// Its value in the checkpoint.
+        checkpoint: String,
+        /// Its value in this run.
+        run: String,
+        /// What to do.
+        hint: String,
+    },
+    /// Another process holds the checkpoint directory.
+    #[error("checkpoint directory {path} is in use by another process (its lock file is held); wait for it or use another directory")]
+    CheckpointLocked {
+        /// The directory.
+        path: String,
+    },
     /// Checkpoint I/O.
     #[error("checkpoint {path}: {reason}")]
     Checkpoint {

@@ -7,16 +7,23 @@
 #![deny(missing_docs)]
 
 pub mod annealing;
+pub mod audit;
+mod checkpoint;
 pub mod dpd;
 mod engine;
 mod error;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
+mod fingerprint;
 pub mod gdp;
 mod sampler;
 pub mod wide;
 
+pub use checkpoint::{Checkpoint, CheckpointDir, CHECKPOINT_FORMAT};
 pub use engine::{
-    accuracy, expected_class_rmse, Checkpoint, Clipping, GradientNormalisation, Optimizer,
-    PrivacyConfig, PrivacyEngine, StepReport, TrainConfig,
+    accuracy, expected_class_rmse, Clipping, GradientNormalisation, Optimizer, PrivacyConfig,
+    PrivacyEngine, StepReport, TrainConfig,
 };
+pub use fingerprint::{RunField, RunFingerprint};
 pub use error::{Error, Result};
 pub use sampler::{Sampler, ShuffleState};

@@ -7,8 +7,10 @@ use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, mnist_cnn, Activation};
 mod annealing;
+mod audit;
 mod dpd;
 mod gdp;
+mod guarantee;
 mod wide;
 
 use dp_optim::{

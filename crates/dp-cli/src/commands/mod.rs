@@ -10,7 +10,7 @@ use dp_accounting::{AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 use crate::args::{
     AccountantChoice, Cli, Command, OrdersChoice, RunArgs, SamplingChoice, StepsRounding,
 };
-use crate::output::number;
+use crate::output::{number, short};
 
 /// Runs the parsed command and returns what to print.
 pub fn run(cli: Cli) -> Result<String> {
@@ -85,14 +85,14 @@ impl Run {
 
 pub fn check_delta(delta: f64) -> Result<f64> {
     if !(delta > 0.0 && delta < 1.0) {
-        bail!("--delta ({delta}) must be in (0, 1)");
+        bail!("--delta ({}) must be in (0, 1)", short(delta));
     }
     Ok(delta)
 }
 
 pub fn check_sigma(sigma: f64) -> Result<f64> {
     if !(sigma.is_finite() && sigma > 0.0) {
-        bail!("--sigma ({sigma}) must be finite and > 0");
+        bail!("--sigma ({}) must be finite and > 0", short(sigma));
     }
     Ok(sigma)
 }
@@ -117,7 +117,7 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
         }
     };
     if !(sampling_rate > 0.0 && sampling_rate <= 1.0) {
-        bail!("--q ({sampling_rate}) must be in (0, 1]");
+        bail!("--q ({}) must be in (0, 1]", short(sampling_rate));
     }
     let steps = match (args.steps, args.epochs) {
         (Some(_), Some(_)) => bail!("give either --steps or --epochs, not both"),
@@ -125,7 +125,7 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
         (Some(steps), None) => Some(steps),
         (None, Some(epochs)) => {
             if !(epochs.is_finite() && epochs > 0.0) {
-                bail!("--epochs ({epochs}) must be finite and > 0");
+                bail!("--epochs ({}) must be finite and > 0", short(epochs));
             }
             let exact = epochs / sampling_rate;
             // 90/0.04 is 2249.9999999999995 in floating point: snap to the integer within
@@ -140,7 +140,11 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
                 }
             };
             if !(1.0..=1e15).contains(&value) {
-                bail!("--epochs ({epochs}) gives {value} steps; need between 1 and 1e15");
+                bail!(
+                    "--epochs ({}) gives {} steps; need between 1 and 1e15",
+                    short(epochs),
+                    short(value)
+                );
             }
             Some(value as u64)
         }

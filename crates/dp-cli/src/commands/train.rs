@@ -1,38 +1,39 @@
 //! `dp train`.
+//!
+//! What it prints is what ε covers (test-set accuracy, ε, steps); statistics of the
+//! private training data computed without noise (the training loss, the count of
+//! non-finite per-sample gradients) only with `--show-non-private-stats`, labelled as
+//! not covered by ε. Outputs are checked before the first step, the checkpoint
+//! directory is locked for the run, and each epoch's checkpoint is written *before* the
+//! epoch's line is printed, so nothing is released from steps a resume would redo.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use dp_accounting::{calibrate_noise, AccountantKind, CalibrationOptions, OrderGrid};
 use dp_mechanisms::NoiseSource;
+use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mnist_cnn, Activation};
 use dp_optim::{
-    Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, TrainConfig,
+    CheckpointDir, Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine,
+    RunField, Sampler, TrainConfig,
 };
 use serde_json::json;
 
+use super::{check_delta, check_sigma};
 use crate::args::{
-    AccountantChoice, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice,
-    TrainArgs, TrainSampling,
+    AccountantChoice, ChangeableField, ClippingChoice, DatasetChoice, ModelChoice,
+    OptimizerChoice, OrdersChoice, TrainArgs, TrainSampling,
 };
+use crate::output::{diag, epsilon_json, epsilon_text, short};
+
+/// The longest run `dp train` accepts, in steps.
+const MAX_STEPS: f64 = 1e7;
 
 pub fn run(args: &TrainArgs) -> Result<String> {
-    if !(args.epochs.is_finite() && args.epochs > 0.0) {
-        bail!("--epochs ({}) must be finite and > 0", args.epochs);
-    }
-    for (name, v) in [
-        ("--clip", args.clip),
-        ("--lr", args.lr),
-        ("--delta", args.delta),
-    ] {
-        if !(v.is_finite() && v > 0.0) {
-            bail!("{name} ({v}) must be finite and > 0");
-        }
-    }
-    if !(0.0..1.0).contains(&args.momentum) {
-        bail!("--momentum ({}) must be in [0, 1)", args.momentum);
-    }
+    check_args(args)?;
     let (train, test) = match args.dataset {
         DatasetChoice::Mnist => dp_models::data::mnist(),
         DatasetChoice::FashionMnist => dp_models::data::fashion_mnist(),
@@ -46,9 +47,29 @@ pub fn run(args: &TrainArgs) -> Result<String> {
     if args.batch_size == 0 || args.batch_size > n {
         bail!("--batch-size ({}) must be in 1..={n}", args.batch_size);
     }
+    let sampler = sampler(args, n);
+    let steps_per_epoch = sampler.steps_per_epoch(n) as u64;
+    let exact_steps = args.epochs * steps_per_epoch as f64;
+    if exact_steps > MAX_STEPS {
+        bail!(
+            "--epochs ({}) gives {} steps; at most {} are allowed (split a longer run into resumed runs with --checkpoint-dir)",
+            short(args.epochs),
+            short(exact_steps),
+            short(MAX_STEPS)
+        );
+    }
+    let total_steps = exact_steps.round().max(1.0) as u64;
+    let checkpoints = args
+        .checkpoint_dir
+        .as_deref()
+        .map(CheckpointDir::open)
+        .transpose()?;
+    if let Some(path) = &args.save_weights {
+        check_writable(path, "--save-weights")?;
+    }
     let mut noise = match args.seed {
         Some(seed) => {
-            eprintln!("warning: --seed makes the noise reproducible and predictable; never use it in production");
+            diag("warning: --seed makes the noise reproducible and predictable; never use it in production");
             NoiseSource::seeded(seed)
         }
         None => NoiseSource::os_seeded()?,
@@ -57,7 +78,97 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         ModelChoice::MnistCnn => mnist_cnn(Activation::Tanh)?,
         ModelChoice::MnistCnnRelu => mnist_cnn(Activation::Relu)?,
     };
-    let sampler = match args.sampling {
+    let config = TrainConfig {
+        sampler,
+        privacy: privacy(args, sampler, n, total_steps)?,
+        optimizer: optimizer(args),
+        normalisation: GradientNormalisation::ExpectedBatchSize,
+    };
+    let model = FusedModel::new(spec, &mut noise)?;
+    let mut engine = PrivacyEngine::new(model, config, n, noise)?;
+    if let Some(size) = args.physical_batch_size {
+        engine.set_physical_batch_size(size)?;
+    }
+    if let Some(dir) = &checkpoints {
+        if let Some(saved) = dir.load()? {
+            engine.restore_allowing(&saved, &allowed(&args.allow_change))?;
+            diag(&format!(
+                "resumed from {} at step {}",
+                dir.path().display(),
+                engine.steps()
+            ));
+        }
+    }
+    let trained = train_loop(args, &mut engine, &train, &test, total_steps, checkpoints.as_ref())?;
+    if let Some(path) = &args.save_weights {
+        engine.model().save_safetensors(path)?;
+    }
+    Ok(trained.render(args, &engine, &test)?)
+}
+
+/// Flag checks that need no data, each naming its flag.
+fn check_args(args: &TrainArgs) -> Result<()> {
+    if !(args.epochs.is_finite() && args.epochs > 0.0) {
+        bail!("--epochs ({}) must be finite and > 0", short(args.epochs));
+    }
+    for (name, v) in [("--clip", args.clip), ("--lr", args.lr)] {
+        if !(v.is_finite() && v > 0.0) {
+            bail!("{name} ({}) must be finite and > 0", short(v));
+        }
+    }
+    check_delta(args.delta)?;
+    if let Some(s) = args.sigma {
+        check_sigma(s)?;
+    }
+    if let Some(e) = args.target_epsilon {
+        if !(e.is_finite() && e > 0.0) {
+            bail!("--target-epsilon ({}) must be finite and > 0", short(e));
+        }
+    }
+    if !(0.0..1.0).contains(&args.momentum) {
+        bail!("--momentum ({}) must be in [0, 1)", short(args.momentum));
+    }
+    if args.physical_batch_size == Some(0) {
+        bail!("--physical-batch-size must be >= 1");
+    }
+    match args.accountant {
+        AccountantChoice::All => bail!(
+            "--accountant all is not available for train: a run enforces and reports one accountant (rdp, rdp-classic or pld; `dp account --accountant all` compares them)"
+        ),
+        AccountantChoice::Gdp if args.target_epsilon.is_some() => bail!(
+            "--accountant gdp cannot enforce --target-epsilon: its CLT epsilon is asymptotic and may be below the true value; enforce with rdp or pld"
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Fails unless `path` can be written: not a directory, in an existing directory that
+/// accepts a new file.
+fn check_writable(path: &Path, flag: &str) -> Result<()> {
+    if path.is_dir() {
+        bail!("{flag} ({}) is a directory", path.display());
+    }
+    let probe = path.with_extension(format!("probe.{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .with_context(|| format!("{flag} ({}) cannot be written", path.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+fn allowed(fields: &[ChangeableField]) -> Vec<RunField> {
+    fields
+        .iter()
+        .map(|f| match f {
+            ChangeableField::Lr => RunField::Lr,
+            ChangeableField::Sigma => RunField::Sigma,
+            ChangeableField::Clip => RunField::Clip,
+            ChangeableField::TargetEpsilon => RunField::TargetEpsilon,
+        })
+        .collect()
+}
+
+fn sampler(args: &TrainArgs, n: usize) -> Sampler {
+    match args.sampling {
         TrainSampling::Poisson => Sampler::Poisson {
             sampling_rate: args.batch_size as f64 / n as f64,
         },
@@ -67,9 +178,34 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         TrainSampling::Shuffle => Sampler::Shuffle {
             batch_size: args.batch_size,
         },
-    };
-    let steps_per_epoch = sampler.steps_per_epoch(n);
-    let total_steps = (args.epochs * steps_per_epoch as f64).round().max(1.0) as u64;
+    }
+}
+
+fn optimizer(args: &TrainArgs) -> Optimizer {
+    match args.optimizer {
+        OptimizerChoice::Sgd => Optimizer::Sgd {
+            lr: args.lr,
+            momentum: args.momentum,
+        },
+        OptimizerChoice::Adam => Optimizer::Adam {
+            lr: args.lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        },
+    }
+}
+
+/// The privacy settings (`None` with `--no-dp`), σ calibrated when only a target is given.
+fn privacy(
+    args: &TrainArgs,
+    sampler: Sampler,
+    n: usize,
+    total_steps: u64,
+) -> Result<Option<PrivacyConfig>> {
+    if args.no_dp {
+        return Ok(None);
+    }
     let accountant = match args.accountant {
         AccountantChoice::Rdp | AccountantChoice::All => AccountantKind::Rdp,
         AccountantChoice::RdpClassic => AccountantKind::RdpClassic,
@@ -82,82 +218,63 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         OrdersChoice::Tf => OrderGrid::TfLegacy,
         OrdersChoice::Int2To64 => OrderGrid::Int2To64,
     };
-    let privacy = if args.no_dp {
-        None
-    } else {
-        let sigma = match (args.sigma, args.target_epsilon) {
-            (Some(s), _) => s,
-            (None, Some(target)) => {
-                let make = || accountant.build(sampler.relation(), &orders);
-                let event = |s: f64| sampler.run_event(n, s, total_steps);
-                let solved = calibrate_noise(
-                    make,
-                    event,
-                    target,
-                    args.delta,
-                    CalibrationOptions {
-                        relative_tolerance: 1e-4,
-                        ..CalibrationOptions::default()
-                    },
-                )?;
-                eprintln!(
-                    "calibrated sigma = {:.4} for epsilon {target} over {total_steps} steps",
-                    solved.value
-                );
-                solved.value
-            }
-            (None, None) => bail!("give --sigma, --target-epsilon, or --no-dp"),
-        };
-        Some(PrivacyConfig {
-            noise_multiplier: sigma,
-            max_grad_norm: args.clip,
-            clipping: match args.clipping {
-                ClippingChoice::Flat => Clipping::Flat,
-                ClippingChoice::PerLayer => Clipping::PerLayer,
-                ClippingChoice::AutoS => Clipping::Automatic,
-            },
-            delta: args.delta,
-            target_epsilon: args.target_epsilon,
-            accountant,
-            orders,
-        })
-    };
-    let optimizer = match args.optimizer {
-        OptimizerChoice::Sgd => Optimizer::Sgd {
-            lr: args.lr,
-            momentum: args.momentum,
-        },
-        OptimizerChoice::Adam => Optimizer::Adam {
-            lr: args.lr,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-        },
-    };
-    let model = FusedModel::new(spec, &mut noise)?;
-    let config = TrainConfig {
-        sampler,
-        privacy,
-        optimizer,
-        normalisation: GradientNormalisation::ExpectedBatchSize,
-    };
-    let mut engine = PrivacyEngine::new(model, config, n, noise)?;
-    if let Some(size) = args.physical_batch_size {
-        engine.set_physical_batch_size(size)?;
-    }
-    let checkpoint = args
-        .checkpoint_dir
-        .as_ref()
-        .map(|d| d.join("checkpoint.json"));
-    if let Some(path) = &checkpoint {
-        std::fs::create_dir_all(path.parent().unwrap_or(path))
-            .with_context(|| format!("creating {}", path.display()))?;
-        if path.is_file() {
-            engine.restore(&dp_optim::Checkpoint::load(path)?)?;
-            eprintln!("resumed from {} at step {}", path.display(), engine.steps());
+    let sigma = match (args.sigma, args.target_epsilon) {
+        (Some(s), _) => s,
+        (None, Some(target)) => {
+            let make = || accountant.build(sampler.relation(), &orders);
+            let event = |s: f64| sampler.run_event(n, s, total_steps);
+            let options = CalibrationOptions {
+                relative_tolerance: 1e-4,
+                ..CalibrationOptions::default()
+            };
+            let solved = calibrate_noise(make, event, target, args.delta, options)?;
+            diag(&format!(
+                "calibrated sigma = {:.4} for epsilon {} over {total_steps} steps",
+                solved.value,
+                short(target)
+            ));
+            solved.value
         }
-    }
-    let start = Instant::now();
+        (None, None) => bail!("give --sigma, --target-epsilon, or --no-dp"),
+    };
+    Ok(Some(PrivacyConfig {
+        noise_multiplier: sigma,
+        max_grad_norm: args.clip,
+        clipping: match args.clipping {
+            ClippingChoice::Flat => Clipping::Flat,
+            ClippingChoice::PerLayer => Clipping::PerLayer,
+            ClippingChoice::AutoS => Clipping::Automatic,
+        },
+        delta: args.delta,
+        target_epsilon: args.target_epsilon,
+        accountant,
+        orders,
+    }))
+}
+
+/// What the loop produced: the epoch lines and how it ended.
+struct Trained {
+    lines: String,
+    stopped_by_budget: bool,
+    resumed_at: u64,
+    started: Instant,
+}
+
+fn train_loop(
+    args: &TrainArgs,
+    engine: &mut PrivacyEngine,
+    train: &Dataset,
+    test: &Dataset,
+    total_steps: u64,
+    checkpoints: Option<&CheckpointDir>,
+) -> Result<Trained> {
+    let steps_per_epoch = engine.config().sampler.steps_per_epoch(train.len()) as u64;
+    let mut trained = Trained {
+        lines: String::new(),
+        stopped_by_budget: false,
+        resumed_at: engine.steps(),
+        started: Instant::now(),
+    };
     // Drawn only when stderr is a terminal (indicatif hides itself otherwise).
     let progress = indicatif::ProgressBar::new(total_steps);
     progress.set_style(
@@ -167,13 +284,11 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     progress.set_position(engine.steps());
-    let mut out = String::new();
-    let mut stopped_by_budget = false;
-    while engine.steps() < total_steps {
-        let epoch_end = ((engine.steps() / steps_per_epoch as u64) + 1) * steps_per_epoch as u64;
+    while engine.steps() < total_steps && !trained.stopped_by_budget {
+        let epoch_end = (engine.steps() / steps_per_epoch + 1) * steps_per_epoch;
         let (mut loss_sum, mut loss_count) = (0.0, 0usize);
         while engine.steps() < epoch_end.min(total_steps) {
-            match engine.step(&train) {
+            match engine.step(train) {
                 Ok(report) => {
                     progress.inc(1);
                     if report.batch_size > 0 {
@@ -182,53 +297,89 @@ pub fn run(args: &TrainArgs) -> Result<String> {
                     }
                 }
                 Err(dp_optim::Error::BudgetExhausted { .. }) => {
-                    stopped_by_budget = true;
+                    trained.stopped_by_budget = true;
                     break;
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        let accuracy = engine.accuracy(&test)?;
-        let epsilon = engine.epsilon()?;
-        let epoch = engine.steps() as f64 / steps_per_epoch as f64;
-        let loss = loss_sum / loss_count.max(1) as f64;
-        let line = if args.json {
-            json!({"epoch": epoch, "steps": engine.steps(), "train_loss": loss, "test_accuracy": accuracy,
-                   "epsilon": epsilon, "delta": args.delta, "seconds": start.elapsed().as_secs_f64()})
-            .to_string()
-        } else {
-            let eps = epsilon.map_or("n/a (no DP)".to_string(), |e| format!("{e:.4}"));
-            format!("epoch {epoch:.2}  steps {}  train loss {loss:.4}  test accuracy {:.2}%  epsilon {eps}  ({:.1} s)", engine.steps(), 100.0 * accuracy, start.elapsed().as_secs_f64())
-        };
-        progress.suspend(|| eprintln!("{line}"));
-        out.push_str(&line);
-        out.push('\n');
-        if let Some(path) = &checkpoint {
-            engine.save_checkpoint(path)?;
+        // The checkpoint first: a line printed from steps a resume would redo would be a
+        // release that no ledger holds.
+        if let Some(dir) = checkpoints {
+            dir.save(&engine.checkpoint()?)?;
         }
-        if stopped_by_budget {
-            eprintln!("stopped: the next step would exceed the privacy budget");
-            break;
-        }
+        let loss = (loss_count > 0).then(|| loss_sum / loss_count as f64);
+        let line = epoch_line(args, engine, test, steps_per_epoch, loss, &trained)?;
+        progress.suspend(|| diag(&line));
+        trained.lines.push_str(&line);
+        trained.lines.push('\n');
     }
     progress.finish_and_clear();
-    if let Some(path) = &args.save_weights {
-        engine.model().save_safetensors(path)?;
+    if trained.stopped_by_budget {
+        diag("stopped: the next step would exceed the privacy budget");
     }
-    let summary = json!({
-        "model": format!("{:?}", args.model), "dataset": format!("{:?}", args.dataset),
-        "steps": engine.steps(), "test_accuracy": engine.accuracy(&test)?, "epsilon": engine.epsilon()?,
-        "delta": args.delta, "accountant": if args.no_dp { "none" } else { accountant.name() },
-        "nonfinite_gradients": engine.nonfinite_gradients(), "stopped_by_budget": stopped_by_budget,
-        "seconds": start.elapsed().as_secs_f64(),
-    });
+    Ok(trained)
+}
+
+fn epoch_line(
+    args: &TrainArgs,
+    engine: &PrivacyEngine,
+    test: &Dataset,
+    steps_per_epoch: u64,
+    train_loss: Option<f64>,
+    trained: &Trained,
+) -> Result<String> {
+    let accuracy = engine.accuracy(test)?;
+    let epsilon = engine.epsilon()?;
+    let epoch = engine.steps() as f64 / steps_per_epoch as f64;
+    let seconds = trained.started.elapsed().as_secs_f64();
     if args.json {
-        out.push_str(&format!("{summary}\n"));
-        Ok(out)
-    } else {
-        Ok(format!(
-            "{out}{}\n",
-            serde_json::to_string_pretty(&summary)?
-        ))
+        let mut line = json!({"epoch": epoch, "steps": engine.steps(), "test_accuracy": accuracy,
+                              "epsilon": epsilon_json(epsilon), "delta": args.delta, "seconds": seconds});
+        if args.show_non_private_stats {
+            line["train_loss_not_covered_by_epsilon"] = json!(train_loss);
+        }
+        return Ok(line.to_string());
+    }
+    let mut line = format!(
+        "epoch {epoch:.2}  steps {}  test accuracy {:.2}%  epsilon {}  ({seconds:.1} s)",
+        engine.steps(),
+        100.0 * accuracy,
+        epsilon_text(epsilon),
+    );
+    if args.show_non_private_stats {
+        let loss = train_loss.map_or("n/a".into(), |l| format!("{l:.4}"));
+        line.push_str(&format!("  [not covered by epsilon: train loss {loss}]"));
+    }
+    Ok(line)
+}
+
+impl Trained {
+    fn render(&self, args: &TrainArgs, engine: &PrivacyEngine, test: &Dataset) -> Result<String> {
+        let accountant = engine
+            .config()
+            .privacy
+            .as_ref()
+            .map_or("none", |p| p.accountant.name());
+        let mut summary = json!({
+            "model": format!("{:?}", args.model), "dataset": format!("{:?}", args.dataset),
+            "steps": engine.steps(), "resumed_at_step": self.resumed_at,
+            "test_accuracy": engine.accuracy(test)?, "epsilon": epsilon_json(engine.epsilon()?),
+            "delta": args.delta, "accountant": accountant,
+            "stopped_by_budget": self.stopped_by_budget, "seconds": self.started.elapsed().as_secs_f64(),
+        });
+        if args.show_non_private_stats {
+            summary["nonfinite_gradients_not_covered_by_epsilon"] =
+                json!(engine.nonfinite_gradients());
+        }
+        if args.json {
+            Ok(format!("{}{summary}\n", self.lines))
+        } else {
+            Ok(format!(
+                "{}{}\n",
+                self.lines,
+                serde_json::to_string_pretty(&summary)?
+            ))
+        }
     }
 }

@@ -26,7 +26,7 @@ pub use movielens::{
     MovieLensShape, Rating, MOVIELENS_1M,
 };
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A labelled dataset held in memory: `features` row-major, one example per row.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +55,58 @@ impl Dataset {
     /// Values per example.
     pub fn example_size(&self) -> usize {
         self.shape.iter().product()
+    }
+
+    /// Checks that the dataset is consistent: `features` holds `len() × example_size()`
+    /// finite values, `classes ≥ 1` and every label is below `classes`. The error names
+    /// the first bad record by its index.
+    pub fn validate(&self) -> Result<()> {
+        let size = self.example_size();
+        if size == 0 || self.features.len() != self.len() * size {
+            return Err(Error::InvalidData(format!(
+                "{} feature values for {} records of {size} values each",
+                self.features.len(),
+                self.len()
+            )));
+        }
+        if self.classes == 0 {
+            return Err(Error::InvalidData("the dataset has 0 classes".into()));
+        }
+        if let Some(i) = self.labels.iter().position(|&y| y as usize >= self.classes) {
+            return Err(Error::InvalidData(format!(
+                "record {i} has label {} but there are {} classes",
+                self.labels[i], self.classes
+            )));
+        }
+        if let Some(j) = self.features.iter().position(|v| !v.is_finite()) {
+            return Err(Error::InvalidData(format!(
+                "record {} has a non-finite feature ({}) at position {}",
+                j / size,
+                self.features[j],
+                j % size
+            )));
+        }
+        Ok(())
+    }
+
+    /// SHA-256 of the shape, class count, labels and features (little-endian), in hex: two
+    /// datasets with the same digest are the same data.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for &d in &self.shape {
+            hash.update((d as u64).to_le_bytes());
+        }
+        hash.update((self.classes as u64).to_le_bytes());
+        hash.update((self.len() as u64).to_le_bytes());
+        for &y in &self.labels {
+            hash.update(y.to_le_bytes());
+        }
+        for chunk in self.features.chunks(1 << 14) {
+            let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+            hash.update(&bytes);
+        }
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// The first `n` examples (for smoke runs).

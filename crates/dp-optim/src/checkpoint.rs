@@ -1,0 +1,160 @@
+//! Checkpoints: what a run writes so that it can resume, and the directory that holds one.
+//!
+//! What a checkpoint reveals (docs/training.md, "What a run releases and what ε covers"):
+//! the weights and optimiser moments (post-processing of the noisy sums, covered by ε),
+//! the ledger, the step count, the shuffled sampler's order for the current epoch (the
+//! shuffled sampler claims no amplification, so its order is not secret to its
+//! accounting), the run's settings and a SHA-256 of the training data. It holds the
+//! noise key only for a `--seed` run, whose noise is predictable from the seed anyway:
+//! an OS-seeded run's checkpoint has no key and a resumed run draws fresh OS entropy.
+//! Files are written with mode 0600.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use dp_accounting::Ledger;
+use dp_mechanisms::NoiseState;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::fingerprint::RunFingerprint;
+use crate::sampler::ShuffleState;
+
+/// The checkpoint format this version writes and reads.
+pub const CHECKPOINT_FORMAT: u32 = 2;
+
+/// A checkpoint: weights, optimizer state, ledger, counters and the run's fingerprint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// [`CHECKPOINT_FORMAT`] when written.
+    pub format: u32,
+    /// The settings and data the run was started with.
+    pub fingerprint: RunFingerprint,
+    /// θ (internal layout).
+    pub theta: Vec<f32>,
+    /// Optimizer moments.
+    pub moments: Vec<Vec<f32>>,
+    /// Steps taken.
+    pub steps: u64,
+    /// The privacy ledger (`None` for a non-private run).
+    pub ledger: Option<Ledger>,
+    /// The noise source's state: only for a seeded (reproducible) run.
+    pub noise: Option<NoiseState>,
+    /// Non-finite per-sample gradients so far.
+    pub nonfinite_gradients: u64,
+    /// The shuffled sampler's epoch state (empty for other samplers).
+    #[serde(default)]
+    pub shuffle: ShuffleState,
+}
+
+fn checkpoint_error(path: &Path, reason: impl ToString) -> Error {
+    Error::Checkpoint {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl Checkpoint {
+    /// Reads a checkpoint written by [`Checkpoint::save`].
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| checkpoint_error(path, e))?;
+        #[derive(Deserialize)]
+        struct Format {
+            format: Option<u32>,
+        }
+        let format = serde_json::from_slice::<Format>(&bytes)
+            .map_err(|e| checkpoint_error(path, e))?
+            .format;
+        if format != Some(CHECKPOINT_FORMAT) {
+            return Err(checkpoint_error(
+                path,
+                format!(
+                    "format {} is not {CHECKPOINT_FORMAT} (written by another version); start a new run",
+                    format.map_or("1".into(), |f| f.to_string())
+                ),
+            ));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| checkpoint_error(path, e))
+    }
+
+    /// Writes atomically (a temporary file beside `path`, fsync, rename), mode 0600.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let json = serde_json::to_vec(self).map_err(|e| checkpoint_error(path, e))?;
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let written = options.open(&tmp).and_then(|mut file| {
+            file.write_all(&json)?;
+            file.sync_all()
+        });
+        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(checkpoint_error(path, e));
+        }
+        Ok(())
+    }
+}
+
+/// A run's checkpoint directory, locked for as long as this value lives: a second
+/// process on the same directory is refused ([`Error::CheckpointLocked`]) instead of
+/// interleaving its writes and reusing the first one's state.
+#[derive(Debug)]
+pub struct CheckpointDir {
+    dir: PathBuf,
+    _lock: File,
+}
+
+impl CheckpointDir {
+    /// Creates `dir` if needed and takes its advisory lock (`dir/lock`).
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| checkpoint_error(dir, e))?;
+        let lock_path = dir.join("lock");
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let lock = options
+            .open(&lock_path)
+            .map_err(|e| checkpoint_error(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::CheckpointLocked {
+                    path: dir.display().to_string(),
+                })
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(checkpoint_error(&lock_path, e)),
+        }
+        let dir = CheckpointDir {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+        };
+        if dir.path().is_dir() {
+            return Err(checkpoint_error(&dir.path(), "is a directory, not a file"));
+        }
+        Ok(dir)
+    }
+
+    /// The checkpoint file, `dir/checkpoint.json`.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("checkpoint.json")
+    }
+
+    /// The checkpoint, if one was written.
+    pub fn load(&self) -> Result<Option<Checkpoint>> {
+        let path = self.path();
+        if path.exists() {
+            Checkpoint::load(&path).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Writes `checkpoint` atomically, mode 0600.
+    pub fn save(&self, checkpoint: &Checkpoint) -> Result<()> {
+        checkpoint.save(&self.path())
+    }
+}
