@@ -155,7 +155,11 @@ impl<A> Reservation<A> {
 
 /// Where a ledger stands: its entry count and the total count of its entries.
 fn position(ledger: &Ledger) -> (usize, u64) {
-    let total = ledger.entries.iter().map(|e| e.count).fold(0u64, u64::saturating_add);
+    let total = ledger
+        .entries
+        .iter()
+        .map(|e| e.count)
+        .fold(0u64, u64::saturating_add);
     (ledger.entries.len(), total)
 }
 

@@ -110,16 +110,23 @@ fn budget_reservations_charge_before_release() -> dp_accounting::Result<()> {
     use dp_accounting::{
         AccountantKind, Budget, BudgetFilter, Error, NeighbouringRelation, OrderGrid,
     };
-    let boxed = AccountantKind::Pld.build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::Opacus)?;
+    let boxed =
+        AccountantKind::Pld.build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::Opacus)?;
     let mut filter = BudgetFilter::new(boxed, Budget::new(1.0, 1e-5)?);
     let step = DpEvent::poisson_sampled(0.01, DpEvent::gaussian(1.0));
     let first = filter.reserve(&step, 1)?;
     assert!(first.epsilon().is_some_and(|e| e > 0.0 && e <= 1.0));
-    assert!(filter.accountant().ledger().entries.is_empty(), "reserve records nothing");
+    assert!(
+        filter.accountant().ledger().entries.is_empty(),
+        "reserve records nothing"
+    );
     let second = filter.reserve(&step, 1)?;
     filter.commit(first)?;
     assert_eq!(filter.accountant().ledger().entries[0].count, 1);
-    assert!(filter.commit(second).is_err(), "a stale reservation is refused");
+    assert!(
+        filter.commit(second).is_err(),
+        "a stale reservation is refused"
+    );
     assert_eq!(filter.accountant().ledger().entries[0].count, 1);
     match filter.reserve(&step, 100_000) {
         Err(Error::BudgetExceeded { epsilon, .. }) => assert!(epsilon > 1.0 && epsilon.is_finite()),
@@ -127,6 +134,10 @@ fn budget_reservations_charge_before_release() -> dp_accounting::Result<()> {
     }
     let open = BudgetFilter::new(filter.accountant().clone(), Budget::unbounded(1e-5)?);
     let reservation = open.reserve(&step, 100_000)?;
-    assert_eq!(reservation.epsilon(), None, "an unbounded budget computes no epsilon");
+    assert_eq!(
+        reservation.epsilon(),
+        None,
+        "an unbounded budget computes no epsilon"
+    );
     Ok(())
 }

@@ -19,6 +19,48 @@ pub enum Command {
     Calibrate(CalibrateArgs),
     /// Train a model with DP-SGD (or without privacy, --no-dp) and report accuracy and ε.
     Train(TrainArgs),
+    /// Audit the engine empirically: one training run with canaries (Steinke, Nasr &
+    /// Jagielski 2023) gives a lower bound on ε to set beside the claimed ε.
+    Audit(AuditArgs),
+}
+
+/// `dp audit`: the one-run audit on synthetic data with Dirac canaries.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Noise multiplier σ of the audited DP-SGD run.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub sigma: f64,
+    /// Poisson sampling rate q.
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
+    pub q: f64,
+    /// Training steps.
+    #[arg(long, default_value_t = 100)]
+    pub steps: u64,
+    /// Per-sample clipping norm C.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub clip: f64,
+    /// Learning rate (SGD).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub lr: f64,
+    /// δ of the claim and of the lower bound.
+    #[arg(long, default_value_t = 1e-5, allow_negative_numbers = true)]
+    pub delta: f64,
+    /// m: canaries, each included with probability 1/2.
+    #[arg(long, default_value_t = 1000)]
+    pub canaries: usize,
+    /// r: guesses (half "included", half "excluded"), at most --canaries.
+    #[arg(long, default_value_t = 200)]
+    pub guesses: usize,
+    /// Probability with which the lower bound holds.
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+    pub confidence: f64,
+    /// Reproducible data, canaries and noise from this seed (the audit of a seeded run
+    /// is as valid as any; the seed only fixes which run is audited).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Models `dp train` knows.

@@ -50,7 +50,7 @@ impl Default for CanaryAudit {
             features: 10,
             classes: 10,
             canaries: 1000,
-            guesses: 1000,
+            guesses: 200,
             scale: 10.0,
             confidence: 0.95,
         }
@@ -111,7 +111,9 @@ impl CanaryAudit {
             .collect();
         let (mut features, mut labels) = (Vec::new(), Vec::new());
         for _ in 0..self.records {
-            let x: Vec<f64> = (0..self.features).map(|_| noise.standard_normal()).collect();
+            let x: Vec<f64> = (0..self.features)
+                .map(|_| noise.standard_normal())
+                .collect();
             let score = |k: usize| -> f64 {
                 (0..self.features)
                     .map(|i| x[i] * teacher[k * self.features + i])
@@ -167,27 +169,37 @@ impl CanaryAudit {
         Ok(FusedModel::new(spec, noise)?)
     }
 
-    /// Each canary's score: the change in its label's logit margin over the other
-    /// classes' mean, between `before` and `after` (logits of every canary input).
+    /// Each canary's score: how much the model moved its label's margin over the other
+    /// classes' mean on the canary direction alone. `before` and `after` are the logits of
+    /// every canary input followed by those of the zero input (the shared bias, which
+    /// every record moves, is subtracted out).
     fn scores(&self, before: &[f32], after: &[f32], labels: &[u32]) -> Vec<f64> {
         let k = self.classes;
-        let margin = |z: &[f32], y: usize| {
-            let mean = z.iter().map(|&v| f64::from(v)).sum::<f64>() / k as f64;
-            f64::from(z[y]) - mean
+        let column = |z: &[f32], j: usize, y: usize| {
+            let bias = &z[self.canaries * k..][..k];
+            let w: Vec<f64> = z[j * k..][..k]
+                .iter()
+                .zip(bias)
+                .map(|(&v, &b)| f64::from(v) - f64::from(b))
+                .collect();
+            w[y] - w.iter().sum::<f64>() / k as f64
         };
         (0..self.canaries)
             .map(|j| {
                 let y = labels[j] as usize;
-                margin(&after[j * k..][..k], y) - margin(&before[j * k..][..k], y)
+                column(after, j, y) - column(before, j, y)
             })
             .collect()
     }
 
     fn canary_logits(&self, model: &FusedModel) -> Result<Vec<f32>> {
-        let inputs: Vec<f32> = (0..self.canaries).flat_map(|j| self.canary_input(j)).collect();
+        let mut inputs: Vec<f32> = (0..self.canaries)
+            .flat_map(|j| self.canary_input(j))
+            .collect();
+        inputs.resize(inputs.len() + self.width(), 0.0);
         let x = candle_core::Tensor::from_vec(
             inputs,
-            (self.canaries, self.width()),
+            (self.canaries + 1, self.width()),
             &candle_core::Device::Cpu,
         )?;
         Ok(model.logits(&x)?)

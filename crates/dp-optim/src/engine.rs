@@ -258,10 +258,15 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let relation = sampler.relation();
         let accountant = p.accountant.build(relation, &p.orders)?;
         // The accountant must accept the sampler's event: a mismatch is an error.
-        accountant.supports(&sampler.step_event(n, p.noise_multiplier))?;
+        let step = sampler.step_event(n, p.noise_multiplier);
+        accountant.supports(&step)?;
+        // Whether ε is a bound can depend on the event (GDP is exact for a Gaussian, a
+        // CLT approximation once sampled): ask after one step.
+        let mut probe = accountant.boxed_clone();
+        probe.compose(&step, 1)?;
         let budget = match p.target_epsilon {
             None => Budget::unbounded(p.delta)?,
-            Some(_) if accountant.guarantee() == Guarantee::Asymptotic => {
+            Some(_) if probe.guarantee() == Guarantee::Asymptotic => {
                 return Err(Error::InvalidConfig(format!(
                     "the {} accountant's epsilon is asymptotic and may be below the true \
                      value: it can report but not enforce a budget (enforce with rdp or pld)",
@@ -336,9 +341,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             )),
             Some(_)
                 if matches!(self.config.sampler, Sampler::Shuffle { .. })
-                    && !self
-                        .steps
-                        .is_multiple_of(self.config.sampler.steps_per_epoch(self.dataset_size) as u64) =>
+                    && !self.steps.is_multiple_of(
+                        self.config.sampler.steps_per_epoch(self.dataset_size) as u64,
+                    ) =>
             {
                 Err(Error::InvalidConfig(
                     "the noise multiplier of a shuffled run can only change at an epoch boundary"
@@ -391,7 +396,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     /// The accountant holding the ledger (`None` for non-private runs).
     pub fn accountant(&self) -> Option<&dyn Accountant> {
-        self.ledger.as_ref().map(|f| f.accountant() as &dyn Accountant)
+        self.ledger
+            .as_ref()
+            .map(|f| f.accountant() as &dyn Accountant)
     }
 
     /// Validates `data` (sizes, labels, finite features; [`Dataset::validate`]) and
@@ -432,10 +439,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let (Some(filter), Some(p)) = (&self.ledger, &self.config.privacy) else {
             return Ok(None);
         };
-        let event = self
-            .config
-            .sampler
-            .event_at_step(self.dataset_size, p.noise_multiplier, self.steps);
+        let event =
+            self.config
+                .sampler
+                .event_at_step(self.dataset_size, p.noise_multiplier, self.steps);
         match event {
             None => Ok(None),
             Some(event) => filter.reserve(&event, 1).map(Some).map_err(budget_error),
@@ -479,7 +486,11 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         self.nonfinite += nonfinite as u64;
         Ok(StepReport {
             batch_size: b,
-            mean_loss: if b == 0 { f64::NAN } else { loss_sum / b as f64 },
+            mean_loss: if b == 0 {
+                f64::NAN
+            } else {
+                loss_sum / b as f64
+            },
             nonfinite_gradients: nonfinite,
         })
     }
@@ -578,7 +589,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// what the event covers.
     pub fn charge(&mut self, event: &DpEvent) -> Result<()> {
         match &mut self.ledger {
-            Some(filter) => filter.try_compose(event, 1).map(|_| ()).map_err(budget_error),
+            Some(filter) => filter
+                .try_compose(event, 1)
+                .map(|_| ())
+                .map_err(budget_error),
             None => Err(Error::InvalidConfig(
                 "a private test in a non-private run has no ledger to charge".into(),
             )),
@@ -658,10 +672,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             moments: self.moments.clone(),
             steps: self.steps,
             ledger: self.ledger().cloned(),
-            noise: self
-                .noise
-                .is_reproducible()
-                .then(|| self.noise.state()),
+            noise: self.noise.is_reproducible().then(|| self.noise.state()),
             nonfinite_gradients: self.nonfinite,
             shuffle: self.shuffle.clone(),
         })
@@ -676,15 +687,24 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     /// [`restore`](Self::restore), accepting changes to the fields in `allowed` that
     /// [may change](RunField::may_change) (a new learning rate, σ, clip or budget).
-    pub fn restore_allowing(&mut self, checkpoint: &Checkpoint, allowed: &[RunField]) -> Result<()> {
-        checkpoint.fingerprint.check_resume(&self.fingerprint, allowed)?;
+    pub fn restore_allowing(
+        &mut self,
+        checkpoint: &Checkpoint,
+        allowed: &[RunField],
+    ) -> Result<()> {
+        checkpoint
+            .fingerprint
+            .check_resume(&self.fingerprint, allowed)?;
         let fail = |reason: String| Error::Checkpoint {
             path: "(in memory)".into(),
             reason,
         };
         if checkpoint.theta.len() != self.model.num_params()
             || checkpoint.moments.len() != self.moments.len()
-            || checkpoint.moments.iter().any(|m| m.len() != checkpoint.theta.len())
+            || checkpoint
+                .moments
+                .iter()
+                .any(|m| m.len() != checkpoint.theta.len())
         {
             return Err(fail(format!(
                 "{} weights and {} moment vectors do not fit a model of {} parameters with {} moments",

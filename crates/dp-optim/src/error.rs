@@ -35,7 +35,9 @@ pub enum Error {
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
     /// A checkpoint disagrees with the run that would resume from it.
-    #[error("cannot resume: the checkpoint has {field} = {checkpoint}, this run has {run}; {hint}")]
+    #[error(
+        "cannot resume: the checkpoint has {field} = {checkpoint}, this run has {run}; {hint}"
+    )]
     ResumeMismatch {
         /// The setting (named as `dp train`'s flag).
         field: &'static str,

@@ -129,8 +129,10 @@ impl RunFingerprint {
 
     /// Adds the training data: its record count and digest.
     pub fn with_dataset(mut self, records: usize, digest: &str) -> Self {
-        self.0
-            .insert(RunField::Dataset, format!("{records} records, sha256 {digest}"));
+        self.0.insert(
+            RunField::Dataset,
+            format!("{records} records, sha256 {digest}"),
+        );
         self
     }
 
@@ -159,7 +161,8 @@ impl RunFingerprint {
 fn hint(field: RunField, saved: &str) -> String {
     match field {
         RunField::Dp if saved == "private" => {
-            "resuming a private run without DP would drop its ledger; start a new run instead".into()
+            "resuming a private run without DP would drop its ledger; start a new run instead"
+                .into()
         }
         RunField::Dp => "the checkpoint holds weights trained without noise, so no finite \
             epsilon covers them; start the private run from fresh weights"

@@ -24,6 +24,6 @@ pub use engine::{
     accuracy, expected_class_rmse, Clipping, GradientNormalisation, Optimizer, PrivacyConfig,
     PrivacyEngine, StepReport, TrainConfig,
 };
-pub use fingerprint::{RunField, RunFingerprint};
 pub use error::{Error, Result};
+pub use fingerprint::{RunField, RunFingerprint};
 pub use sampler::{Sampler, ShuffleState};

@@ -6,17 +6,15 @@ use dp_accounting::{AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_optim::audit::{AuditReport, CanaryAudit};
 use dp_optim::fault::Fault;
-use dp_optim::{
-    Clipping, GradientNormalisation, Optimizer, PrivacyConfig, Sampler, TrainConfig,
-};
+use dp_optim::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, Sampler, TrainConfig};
 
-/// The audited run: softmax regression, Poisson q = 0.1, σ = 1.0, C = 1, SGD η = 1,
-/// 100 steps, δ = 1e-5 (claimed ε ≈ 2.2 under RDP).
+/// The audited run: softmax regression, Poisson q = 0.1, σ = 2, C = 1, SGD η = 0.1,
+/// 100 steps, δ = 1e-5.
 fn audit(fault: Option<Fault>, seed: u64) -> dp_optim::Result<AuditReport> {
     let config = TrainConfig {
         sampler: Sampler::Poisson { sampling_rate: 0.1 },
         privacy: Some(PrivacyConfig {
-            noise_multiplier: 1.0,
+            noise_multiplier: 2.0,
             max_grad_norm: 1.0,
             clipping: Clipping::Flat,
             delta: 1e-5,
@@ -25,7 +23,7 @@ fn audit(fault: Option<Fault>, seed: u64) -> dp_optim::Result<AuditReport> {
             orders: OrderGrid::Opacus,
         }),
         optimizer: Optimizer::Sgd {
-            lr: 1.0,
+            lr: 0.1,
             momentum: 0.0,
         },
         normalisation: GradientNormalisation::ExpectedBatchSize,

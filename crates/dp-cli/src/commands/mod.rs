@@ -1,6 +1,7 @@
 //! Resolves flags into library inputs and runs a command.
 
 mod account;
+mod audit;
 mod calibrate;
 mod train;
 
@@ -18,6 +19,7 @@ pub fn run(cli: Cli) -> Result<String> {
         Command::Account(args) => account::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Train(args) => train::run(&args),
+        Command::Audit(args) => audit::run(&args),
     }
 }
 

@@ -24,8 +24,8 @@ use serde_json::json;
 
 use super::{check_delta, check_sigma};
 use crate::args::{
-    AccountantChoice, ChangeableField, ClippingChoice, DatasetChoice, ModelChoice,
-    OptimizerChoice, OrdersChoice, TrainArgs, TrainSampling,
+    AccountantChoice, ChangeableField, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice,
+    OrdersChoice, TrainArgs, TrainSampling,
 };
 use crate::output::{diag, epsilon_json, epsilon_text, short};
 
@@ -99,7 +99,14 @@ pub fn run(args: &TrainArgs) -> Result<String> {
             ));
         }
     }
-    let trained = train_loop(args, &mut engine, &train, &test, total_steps, checkpoints.as_ref())?;
+    let trained = train_loop(
+        args,
+        &mut engine,
+        &train,
+        &test,
+        total_steps,
+        checkpoints.as_ref(),
+    )?;
     if let Some(path) = &args.save_weights {
         engine.model().save_safetensors(path)?;
     }
