@@ -184,7 +184,8 @@ impl<A: Accountant + Clone> BudgetFilter<A> {
         scratch.compose(event, count)?;
         let epsilon = if self.budget.is_bounded() {
             let epsilon = scratch.epsilon(self.budget.delta)?;
-            if !(epsilon <= self.budget.epsilon) {
+            // A NaN ε never fits.
+            if epsilon.is_nan() || epsilon > self.budget.epsilon {
                 return Err(Error::BudgetExceeded {
                     epsilon,
                     budget_epsilon: self.budget.epsilon,

@@ -153,7 +153,7 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     model: M,
     config: TrainConfig,
     dataset_size: usize,
-    ledger: Option<BudgetFilter<Box<dyn DynAccountant>>>,
+    ledger: Option<Charges>,
     max_steps: Option<u64>,
     fingerprint: RunFingerprint,
     data_seen: Option<SeenData>,
@@ -170,6 +170,9 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     #[cfg(feature = "fault-injection")]
     fault: Option<crate::fault::Fault>,
 }
+
+/// The ledger behind its budget filter.
+type Charges = BudgetFilter<Box<dyn DynAccountant>>;
 
 /// The dataset the engine has validated and digested (by address and size: a `step` on
 /// other data validates again).
@@ -244,7 +247,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         p: &PrivacyConfig,
         sampler: Sampler,
         n: usize,
-    ) -> Result<(Option<BudgetFilter<Box<dyn DynAccountant>>>, Option<u64>)> {
+    ) -> Result<(Option<Charges>, Option<u64>)> {
         for (name, v) in [
             ("noise multiplier (sigma)", p.noise_multiplier),
             ("max_grad_norm (clip)", p.max_grad_norm),
