@@ -503,3 +503,18 @@ fn killed_training_resumed_with_the_same_command_matches_an_uninterrupted_run() 
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An ε of ∞ says "unbounded" in text and in JSON (JSON has no ∞; it used to be `null`
+/// beside "upper bound").
+#[test]
+fn an_infinite_epsilon_is_unbounded_in_text_and_json() {
+    let args = "account --q 1 --sigma 0.01 --steps 1000000 --delta 1e-10 --accountant gdp";
+    let text = stdout(args);
+    assert!(
+        text.contains("unbounded: no finite epsilon") && !text.contains("inf "),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&format!("{args} --json"))).expect("json");
+    assert_eq!(json["epsilon"], "unbounded", "{json}");
+}

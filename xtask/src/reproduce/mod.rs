@@ -806,7 +806,7 @@ fn training_report(
             format!("Per epoch: {} (mean over seeds)", run.label),
             [
                 "epoch",
-                "train loss",
+                "train loss (not covered by ε)",
                 t.metric.heading(),
                 "ε MA",
                 "μ CLT",
@@ -1058,7 +1058,7 @@ fn training_report(
         .sum();
     if nonfinite > 0 {
         findings.push(format!(
-            "{nonfinite} non-finite per-example gradients were zeroed (counted, not clipped)."
+            "{nonfinite} non-finite per-example gradients were zeroed (counted, not clipped; a count of the private data, not covered by ε)."
         ));
     }
     let all_runs: Vec<&RunResult> = by_label.values().flatten().collect();

@@ -370,7 +370,7 @@ pub fn wide_report(
         "σ",
         "selection",
         "epochs",
-        "final train loss",
+        "final train loss (not covered by ε)",
         "final test loss",
         "test − train",
         "ε RDP (noise and selection jointly)",
@@ -636,10 +636,16 @@ pub fn wide_report(
     }
     details.push((
         "Per epoch".into(),
-        ["method", "epoch", "train loss", "test loss", "ε"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+        [
+            "method",
+            "epoch",
+            "train loss (not covered by ε)",
+            "test loss",
+            "ε",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
         epoch_rows,
     ));
     let findings = claims(&table.runs, &results, profile);
