@@ -28,7 +28,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     /// Noise multiplier σ of the audited DP-SGD run.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
     pub sigma: f64,
     /// Poisson sampling rate q.
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
@@ -40,7 +40,7 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub clip: f64,
     /// Learning rate (SGD).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub lr: f64,
     /// δ of the claim and of the lower bound.
     #[arg(long, default_value_t = 1e-5, allow_negative_numbers = true)]

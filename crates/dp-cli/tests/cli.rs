@@ -315,6 +315,13 @@ fn summary(out: &Output) -> serde_json::Value {
     serde_json::from_str(text.lines().last().expect("summary")).expect("json")
 }
 
+fn succeeds(mut command: Command) -> Output {
+    let out = command.output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    out
+}
+
 fn fails_naming(mut command: Command, needle: &str) {
     let out = command.output().expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -401,44 +408,23 @@ fn train_refuses_a_resume_that_would_void_epsilon() {
         "--limit 512 --batch-size 256 --epochs 1 --seed 1 --checkpoint-dir {}",
         dir.display()
     );
-    let out = train(&data, &format!("{base} --no-dp"))
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(train(&data, &format!("{base} --no-dp")));
     fails_naming(
         train(&data, &format!("{base} --sigma 1")),
         "dp = non-private",
     );
     let _ = std::fs::remove_dir_all(&dir);
-    let out = train(&data, &format!("{base} --sigma 1"))
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(train(&data, &format!("{base} --sigma 1")));
     fails_naming(train(&data, &format!("{base} --no-dp")), "dp = private");
     fails_naming(
         train(&data, &format!("{base} --sigma 3")),
         "--allow-change sigma",
     );
     let more = base.replace("--epochs 1", "--epochs 2");
-    let out = train(
+    let out = succeeds(train(
         &data,
         &format!("{more} --sigma 3 --allow-change sigma --json"),
-    )
-    .output()
-    .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     assert_eq!(summary(&out)["steps"], 4);
     fails_naming(train(&data, &format!("{base} --sigma 1")), "sigma");
     let _ = std::fs::remove_dir_all(dir);
