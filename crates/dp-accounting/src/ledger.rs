@@ -137,11 +137,15 @@ pub struct BudgetFilter<A> {
     budget: Budget,
 }
 
-/// A charge that fits the budget, composed into a copy of the filter's accountant but not
-/// yet recorded: [`BudgetFilter::commit`] records it.
+/// A charge that fits the budget, not yet recorded: [`BudgetFilter::commit`] records it.
+/// Under a bounded budget it holds the charge composed into a copy of the accountant
+/// (the ε check needed it); under an unbounded one only the event, checked for support,
+/// which `commit` composes (so a reservation costs no copy of a long ledger).
 #[derive(Clone, Debug)]
 pub struct Reservation<A> {
-    scratch: A,
+    scratch: Option<A>,
+    event: DpEvent,
+    count: u64,
     epsilon: Option<f64>,
     base: (usize, u64),
 }
@@ -153,14 +157,13 @@ impl<A> Reservation<A> {
     }
 }
 
-/// Where a ledger stands: its entry count and the total count of its entries.
+/// Where a ledger stands: its entry count and the last entry's count (every record
+/// changes one of them).
 fn position(ledger: &Ledger) -> (usize, u64) {
-    let total = ledger
-        .entries
-        .iter()
-        .map(|e| e.count)
-        .fold(0u64, u64::saturating_add);
-    (ledger.entries.len(), total)
+    (
+        ledger.entries.len(),
+        ledger.entries.last().map_or(0, |e| e.count),
+    )
 }
 
 impl<A: Accountant + Clone> BudgetFilter<A> {
@@ -177,29 +180,38 @@ impl<A: Accountant + Clone> BudgetFilter<A> {
         Ok((epsilon <= self.budget.epsilon, epsilon))
     }
 
-    /// The dry run of a charge: `event` × `count` composed into a copy, refused with
-    /// [`Error::BudgetExceeded`] when ε would pass the budget. Nothing changes here.
+    /// The dry run of a charge: refused with [`Error::BudgetExceeded`] when `event` ×
+    /// `count` would take ε past the budget, or with the accountant's error when it
+    /// cannot compose the event. Nothing changes here.
     pub fn reserve(&self, event: &DpEvent, count: u64) -> Result<Reservation<A>> {
+        let base = position(self.accountant.ledger());
+        if !self.budget.is_bounded() {
+            self.accountant.supports(event)?;
+            return Ok(Reservation {
+                scratch: None,
+                event: event.clone(),
+                count,
+                epsilon: None,
+                base,
+            });
+        }
         let mut scratch = self.accountant.clone();
         scratch.compose(event, count)?;
-        let epsilon = if self.budget.is_bounded() {
-            let epsilon = scratch.epsilon(self.budget.delta)?;
-            // A NaN ε never fits.
-            if epsilon.is_nan() || epsilon > self.budget.epsilon {
-                return Err(Error::BudgetExceeded {
-                    epsilon,
-                    budget_epsilon: self.budget.epsilon,
-                    delta: self.budget.delta,
-                });
-            }
-            Some(epsilon)
-        } else {
-            None
-        };
+        let epsilon = scratch.epsilon(self.budget.delta)?;
+        // A NaN ε never fits.
+        if epsilon.is_nan() || epsilon > self.budget.epsilon {
+            return Err(Error::BudgetExceeded {
+                epsilon,
+                budget_epsilon: self.budget.epsilon,
+                delta: self.budget.delta,
+            });
+        }
         Ok(Reservation {
-            scratch,
-            epsilon,
-            base: position(self.accountant.ledger()),
+            scratch: Some(scratch),
+            event: event.clone(),
+            count,
+            epsilon: Some(epsilon),
+            base,
         })
     }
 
@@ -213,7 +225,14 @@ impl<A: Accountant + Clone> BudgetFilter<A> {
                 reason: "stale: the ledger changed after it was made",
             });
         }
-        self.accountant = reservation.scratch;
+        match reservation.scratch {
+            Some(scratch) => self.accountant = scratch,
+            // An error here (a numerical limit `supports` cannot foresee) leaves the
+            // accountant unchanged, by the `Accountant` contract.
+            None => self
+                .accountant
+                .compose(&reservation.event, reservation.count)?,
+        }
         Ok(())
     }
 
@@ -221,12 +240,12 @@ impl<A: Accountant + Clone> BudgetFilter<A> {
     /// state change. Returns ε after the charge (`∞`-budget filters compute it too).
     pub fn try_compose(&mut self, event: &DpEvent, count: u64) -> Result<f64> {
         let reservation = self.reserve(event, count)?;
-        let epsilon = match reservation.epsilon {
-            Some(e) => e,
-            None => reservation.scratch.epsilon(self.budget.delta)?,
-        };
+        let epsilon = reservation.epsilon;
         self.commit(reservation)?;
-        Ok(epsilon)
+        match epsilon {
+            Some(e) => Ok(e),
+            None => self.spent(),
+        }
     }
 
     /// ε spent so far at the budget's δ.

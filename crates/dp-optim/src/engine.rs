@@ -592,10 +592,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// what the event covers.
     pub fn charge(&mut self, event: &DpEvent) -> Result<()> {
         match &mut self.ledger {
-            Some(filter) => filter
-                .try_compose(event, 1)
-                .map(|_| ())
-                .map_err(budget_error),
+            Some(filter) => {
+                let reservation = filter.reserve(event, 1).map_err(budget_error)?;
+                Ok(filter.commit(reservation)?)
+            }
             None => Err(Error::InvalidConfig(
                 "a private test in a non-private run has no ledger to charge".into(),
             )),

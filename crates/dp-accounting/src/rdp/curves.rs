@@ -313,9 +313,14 @@ pub fn randomized_response(epsilon: f64, alpha: f64) -> f64 {
 /// curve is `inner` (and pure-DP ε `pure`, ∞ if none), for add/remove neighbours.
 ///
 /// # Privacy
-/// Zhu & Wang 2019 (ICML, "Poisson Subsampled Rényi Differential Privacy"), Thm 6, the
-/// general upper bound, in the form the authors' library autodp evaluates
-/// (`compose_poisson_subsampled_mechanisms1`): for integer m ≥ 2,
+/// The bound the authors of Zhu & Wang 2019 (ICML, PMLR 97, "Poisson Subsampled Rényi
+/// Differential Privacy") evaluate by default in their library autodp
+/// (`compose_poisson_subsampled_mechanisms1`, "no additional assumptions are needed").
+/// It is **not** the paper's stated general upper bound (PMLR numbering Thm 5, with
+/// `3·Σ_{j≥3} C(m,j)q^j(1−q)^{m−j}e^{(j−1)ε(j)}`), and no published proof of this form was
+/// found; it was checked numerically against the exact subsampled Laplace RDP (never
+/// below it, 36 settings) and needs `inner` to bound the divergence in both directions.
+/// An open question (docs/accounting.md, "RDP"). For integer m ≥ 2,
 ///
 /// ```text
 /// (m−1)ε(m) ≤ log[(1−q)^{m−1}(1+(m−1)q) + C(m,2)q²(1−q)^{m−2}e^{ε′(2)}
