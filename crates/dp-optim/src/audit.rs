@@ -20,7 +20,8 @@ use dp_models::fused::{FusedModel, LayerSpec, NetSpec};
 use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{PrivacyEngine, TrainConfig};
+use crate::config::TrainConfig;
+use crate::engine::PrivacyEngine;
 use crate::error::{Error, Result};
 
 /// The audit's design: the data around the canaries, the canaries and the guesses.

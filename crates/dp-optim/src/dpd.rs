@@ -24,8 +24,8 @@ use dp_models::data::Dataset;
 use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::for_each_logit_batch;
 use crate::error::{Error, Result};
+use crate::evaluate::for_each_logit_batch;
 use crate::{
     Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, StepReport,
     TrainConfig,

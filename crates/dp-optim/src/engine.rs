@@ -3,130 +3,21 @@
 //! on the ledger itself and checkpoints that keep every charge.
 
 use candle_core::{Device, Tensor};
-use dp_accounting::{
-    calibrate_steps, Accountant, AccountantKind, Budget, BudgetFilter, DpEvent, DynAccountant,
-    Guarantee, Ledger, OrderGrid, Reservation,
-};
+use dp_accounting::{Accountant, BudgetFilter, DynAccountant, Ledger};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::{ClipRule, FusedModel};
-use dp_models::loss::argmax_rows;
 use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Checkpoint, CHECKPOINT_FORMAT};
+use crate::config::{GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
 use crate::error::{Error, Result};
-use crate::fingerprint::{RunField, RunFingerprint};
+use crate::evaluate::accuracy;
+use crate::fingerprint::RunFingerprint;
 use crate::sampler::{Sampler, ShuffleState};
 
-/// The update rule applied to the noisy average gradient.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Optimizer {
-    /// SGD with (PyTorch-style) momentum: v ← μv + g, θ ← θ − ηv.
-    Sgd {
-        /// η.
-        lr: f64,
-        /// μ.
-        momentum: f64,
-    },
-    /// Adam (NoisyAdam when fed noisy gradients), with bias correction.
-    Adam {
-        /// η.
-        lr: f64,
-        /// β₁.
-        beta1: f64,
-        /// β₂.
-        beta2: f64,
-        /// ε of the denominator.
-        eps: f64,
-    },
-}
-
-/// Everything a training run needs besides the model and the data.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrainConfig {
-    /// How batches are drawn.
-    pub sampler: Sampler,
-    /// `None`: non-private training (no clipping, no noise, no accounting).
-    pub privacy: Option<PrivacyConfig>,
-    /// The update rule.
-    pub optimizer: Optimizer,
-    /// What the noisy sum is divided by.
-    #[serde(default)]
-    pub normalisation: GradientNormalisation,
-}
-
-/// What the noisy gradient sum `Σᵢ cᵢ∇ᵢ + N(0, σ²C²)` is divided by before the update.
-///
-/// The choice does not change the accounting event (the noisy *sum* is what the
-/// Gaussian mechanism releases), but with [`GradientNormalisation::RealisedBatchSize`]
-/// the update also depends on the realised Poisson batch size `|I_t|`, a count that the
-/// sampled-Gaussian analysis does not cover (it is not noised). It is offered because
-/// the GDP paper's code does it (`shared/spec/papers.md` §3.1); the default is the
-/// expected batch size, as in Opacus.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GradientNormalisation {
-    /// Divide by the sampler's expected batch size (`qn` for Poisson): the update is a
-    /// post-processing of the noisy sum alone.
-    #[default]
-    ExpectedBatchSize,
-    /// Divide by the realised batch size `max(1, |I_t|)` (Bu, Dong, Long & Su's NoisySGD
-    /// and NoisyAdam, Algorithms 1–2 as the authors' TF code implements them). Not
-    /// covered by the accountant: the realised size leaks through the step length.
-    RealisedBatchSize,
-}
-
-/// The private part of a run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PrivacyConfig {
-    /// σ: the noise standard deviation is σ times the clipping sensitivity.
-    pub noise_multiplier: f64,
-    /// The clipping norm C (flat and per-layer clipping), or AUTO-S's γ.
-    pub max_grad_norm: f64,
-    /// How per-example gradients are bounded.
-    pub clipping: Clipping,
-    /// δ at which ε is reported and the budget is enforced.
-    pub delta: f64,
-    /// Stop before ε would exceed this (`None`: no budget).
-    pub target_epsilon: Option<f64>,
-    /// The accountant used for ε and the budget.
-    pub accountant: AccountantKind,
-    /// Orders for the RDP accountants.
-    pub orders: OrderGrid,
-}
-
-/// How per-example gradients are bounded before they are summed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Clipping {
-    /// `gᵢ·min(1, C/‖gᵢ‖)` (Abadi et al. 2016): sensitivity C.
-    Flat,
-    /// Each of the L parametric layers clipped to C/√L: sensitivity C.
-    PerLayer,
-    /// AUTO-S (Bu et al. 2022): `gᵢ/(‖gᵢ‖ + γ)` with γ = `max_grad_norm`: sensitivity 1.
-    Automatic,
-}
-
-impl PrivacyConfig {
-    fn clip_rule(&self) -> ClipRule {
-        let c = self.max_grad_norm as f32;
-        match self.clipping {
-            Clipping::Flat => ClipRule::Flat { max_norm: c },
-            Clipping::PerLayer => ClipRule::PerLayer { max_norm: c },
-            Clipping::Automatic => ClipRule::Automatic { gamma: c },
-        }
-    }
-
-    /// The L2 sensitivity of the clipped sum.
-    fn sensitivity(&self) -> f64 {
-        match self.clipping {
-            Clipping::Flat | Clipping::PerLayer => self.max_grad_norm,
-            Clipping::Automatic => 1.0,
-        }
-    }
-}
+mod charges;
+mod resume;
 
 /// What one step did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -157,7 +48,8 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     max_steps: Option<u64>,
     fingerprint: RunFingerprint,
     data_seen: Option<SeenData>,
-    expected_data: Option<String>,
+    /// The checkpoint's dataset entry, checked at the first step after a resume.
+    expected_data: Option<RunFingerprint>,
     noise: NoiseSource,
     moments: Vec<Vec<f32>>,
     steps: u64,
@@ -180,22 +72,6 @@ struct SeenData {
     address: usize,
     records: usize,
     digest: String,
-}
-
-/// [`dp_accounting::Error::BudgetExceeded`] as the engine's [`Error::BudgetExhausted`].
-fn budget_error(e: dp_accounting::Error) -> Error {
-    match e {
-        dp_accounting::Error::BudgetExceeded {
-            epsilon,
-            budget_epsilon,
-            delta,
-        } => Error::BudgetExhausted {
-            epsilon,
-            budget: budget_epsilon,
-            delta,
-        },
-        other => other.into(),
-    }
 }
 
 impl<M: PrivateModel> PrivacyEngine<M> {
@@ -238,55 +114,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             #[cfg(feature = "fault-injection")]
             fault: None,
         })
-    }
-
-    /// The ledger (behind its budget filter) of a private run, and the planned step
-    /// count under a budget. An asymptotic accountant (GDP's CLT) may report but never
-    /// enforce a budget: its ε may be below the true value.
-    fn private_ledger(
-        p: &PrivacyConfig,
-        sampler: Sampler,
-        n: usize,
-    ) -> Result<(Option<Charges>, Option<u64>)> {
-        for (name, v) in [
-            ("noise multiplier (sigma)", p.noise_multiplier),
-            ("max_grad_norm (clip)", p.max_grad_norm),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(Error::InvalidConfig(format!(
-                    "{name} is {v}: it must be finite and > 0"
-                )));
-            }
-        }
-        let relation = sampler.relation();
-        let accountant = p.accountant.build(relation, &p.orders)?;
-        // The accountant must accept the sampler's event: a mismatch is an error.
-        let step = sampler.step_event(n, p.noise_multiplier);
-        accountant.supports(&step)?;
-        // Whether ε is a bound can depend on the event (GDP is exact for a Gaussian, a
-        // CLT approximation once sampled): ask after one step.
-        let mut probe = accountant.boxed_clone();
-        probe.compose(&step, 1)?;
-        let budget = match p.target_epsilon {
-            None => Budget::unbounded(p.delta)?,
-            Some(_) if probe.guarantee() == Guarantee::Asymptotic => {
-                return Err(Error::InvalidConfig(format!(
-                    "the {} accountant's epsilon is asymptotic and may be below the true \
-                     value: it can report but not enforce a budget (enforce with rdp or pld)",
-                    p.accountant.name()
-                )))
-            }
-            Some(target) => Budget::new(target, p.delta)?,
-        };
-        let planned = match p.target_epsilon {
-            None => None,
-            Some(target) => {
-                let make = || p.accountant.build(relation, &p.orders);
-                let run = |t| sampler.run_event(n, p.noise_multiplier, t);
-                Some(calibrate_steps(make, run, target, p.delta)?.value)
-            }
-        };
-        Ok((Some(BudgetFilter::new(accountant, budget)), planned))
     }
 
     /// Processes each logical batch in physical slices of at most `size` samples (to bound
@@ -425,8 +252,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let digest = data.digest();
         if let Some(expected) = &self.expected_data {
             let run = RunFingerprint::default().with_dataset(data.len(), &digest);
-            let saved = RunFingerprint::default().with_dataset(self.dataset_size, expected);
-            saved.check_resume(&run, &[])?;
+            expected.check_resume(&run, &[])?;
         }
         self.data_seen = Some(SeenData {
             address,
@@ -434,22 +260,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             digest,
         });
         Ok(())
-    }
-
-    /// The dry run of this step's charge (`None`: non-private, or a step that costs
-    /// nothing, as inside a shuffled epoch).
-    fn reserve_step(&self) -> Result<Option<Reservation<Box<dyn DynAccountant>>>> {
-        let (Some(filter), Some(p)) = (&self.ledger, &self.config.privacy) else {
-            return Ok(None);
-        };
-        let event =
-            self.config
-                .sampler
-                .event_at_step(self.dataset_size, p.noise_multiplier, self.steps);
-        match event {
-            None => Ok(None),
-            Some(event) => filter.reserve(&event, 1).map(Some).map_err(budget_error),
-        }
     }
 
     /// One training step on `data` (which must have `dataset_size` records): the charge
@@ -503,9 +313,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// non-finite per-example gradients (neither is covered by ε: see [`StepReport`]).
     fn clipped_sum(&mut self, data: &Dataset) -> Result<(Vec<f32>, f64, usize)> {
         let p_count = self.model.num_params();
-        #[cfg(feature = "fault-injection")]
-        let rule = crate::fault::clip_rule(self.fault, self.clip_rule());
-        #[cfg(not(feature = "fault-injection"))]
         let rule = self.clip_rule();
         let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
         let mut gradient = vec![0.0f32; p_count];
@@ -550,10 +357,14 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     /// The clipping rule in force (none for a non-private run).
     fn clip_rule(&self) -> ClipRule {
-        self.config
+        let rule = self
+            .config
             .privacy
             .as_ref()
-            .map_or(ClipRule::None, PrivacyConfig::clip_rule)
+            .map_or(ClipRule::None, PrivacyConfig::clip_rule);
+        #[cfg(feature = "fault-injection")]
+        let rule = crate::fault::clip_rule(self.fault, rule);
+        rule
     }
 
     /// θ and the optimiser moments, to undo an update (SA-DPSGD's rejections).
@@ -584,22 +395,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let mut shuffle = ShuffleState::default();
         sampler.draw(n, &mut self.noise, &mut shuffle, &mut out);
         out
-    }
-
-    /// Charges an extra event (e.g. a privatised acceptance test) to the ledger, under
-    /// the budget ([`Error::BudgetExhausted`] and no change if it does not fit); an error
-    /// for non-private runs, since nothing would record it. Call it *before* releasing
-    /// what the event covers.
-    pub fn charge(&mut self, event: &DpEvent) -> Result<()> {
-        match &mut self.ledger {
-            Some(filter) => {
-                let reservation = filter.reserve(event, 1).map_err(budget_error)?;
-                Ok(filter.commit(reservation)?)
-            }
-            None => Err(Error::InvalidConfig(
-                "a private test in a non-private run has no ledger to charge".into(),
-            )),
-        }
     }
 
     /// Adds Gaussian noise of standard deviation `std` to `value`.
@@ -653,167 +448,4 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     pub fn accuracy(&self, data: &Dataset) -> Result<f64> {
         accuracy(&self.model, data)
     }
-
-    /// The run's fingerprint: its initial settings, and the data once a step has seen it.
-    pub fn fingerprint(&self) -> RunFingerprint {
-        match &self.data_seen {
-            Some(seen) => self
-                .fingerprint
-                .clone()
-                .with_dataset(seen.records, &seen.digest),
-            None => self.fingerprint.clone(),
-        }
-    }
-
-    /// The state to write to a checkpoint. The noise key is included only for a seeded
-    /// (reproducible) run; see [`Checkpoint`] for what a checkpoint reveals.
-    pub fn checkpoint(&self) -> Result<Checkpoint> {
-        Ok(Checkpoint {
-            format: CHECKPOINT_FORMAT,
-            fingerprint: self.fingerprint(),
-            theta: self.model.parameters()?,
-            moments: self.moments.clone(),
-            steps: self.steps,
-            ledger: self.ledger().cloned(),
-            noise: self.noise.is_reproducible().then(|| self.noise.state()),
-            nonfinite_gradients: self.nonfinite,
-            shuffle: self.shuffle.clone(),
-        })
-    }
-
-    /// Resumes from a checkpoint of the same run: every setting must match
-    /// ([`Error::ResumeMismatch`] names the first that does not). The ledger is replayed
-    /// under this run's budget, so every earlier charge counts.
-    pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
-        self.restore_allowing(checkpoint, &[])
-    }
-
-    /// [`restore`](Self::restore), accepting changes to the fields in `allowed` that
-    /// [may change](RunField::may_change) (a new learning rate, σ, clip or budget).
-    pub fn restore_allowing(
-        &mut self,
-        checkpoint: &Checkpoint,
-        allowed: &[RunField],
-    ) -> Result<()> {
-        checkpoint
-            .fingerprint
-            .check_resume(&self.fingerprint, allowed)?;
-        let fail = |reason: String| Error::Checkpoint {
-            path: "(in memory)".into(),
-            reason,
-        };
-        if checkpoint.theta.len() != self.model.num_params()
-            || checkpoint.moments.len() != self.moments.len()
-            || checkpoint
-                .moments
-                .iter()
-                .any(|m| m.len() != checkpoint.theta.len())
-        {
-            return Err(fail(format!(
-                "{} weights and {} moment vectors do not fit a model of {} parameters with {} moments",
-                checkpoint.theta.len(),
-                checkpoint.moments.len(),
-                self.model.num_params(),
-                self.moments.len()
-            )));
-        }
-        let ledger = match (&self.ledger, &checkpoint.ledger) {
-            (Some(filter), Some(saved)) => {
-                let mut fresh = filter.accountant().boxed_clone();
-                if !fresh.ledger().entries.is_empty() {
-                    return Err(fail("this engine has already taken steps".into()));
-                }
-                saved.replay(&mut fresh)?;
-                Some(BudgetFilter::new(fresh, filter.budget()))
-            }
-            (None, None) => None,
-            _ => return Err(fail("the ledger does not match the run's privacy".into())),
-        };
-        if self.noise.is_reproducible() {
-            let state = checkpoint
-                .noise
-                .as_ref()
-                .ok_or_else(|| fail("a seeded run's checkpoint without its noise state".into()))?;
-            self.noise = NoiseSource::restore(state);
-        }
-        self.model.set_parameters(&checkpoint.theta)?;
-        self.moments = checkpoint.moments.clone();
-        self.steps = checkpoint.steps;
-        self.nonfinite = checkpoint.nonfinite_gradients;
-        self.shuffle = checkpoint.shuffle.clone();
-        self.ledger = ledger;
-        self.expected_data = checkpoint
-            .fingerprint
-            .0
-            .get(&RunField::Dataset)
-            .and_then(|d| d.rsplit(' ').next())
-            .map(str::to_string);
-        self.data_seen = None;
-        Ok(())
-    }
-
-    /// Writes a checkpoint atomically (temporary file, fsync, rename), mode 0600.
-    pub fn save_checkpoint(&self, path: &std::path::Path) -> Result<()> {
-        self.checkpoint()?.save(path)
-    }
-}
-
-/// Calls `visit(logits, labels)` for `data` in batches of 1000 examples.
-pub(crate) fn for_each_logit_batch<M: PrivateModel>(
-    model: &M,
-    data: &Dataset,
-    mut visit: impl FnMut(&[f32], &[u32]),
-) -> Result<()> {
-    let size = data.example_size();
-    for (xs, ys) in data
-        .features
-        .chunks(1000 * size)
-        .zip(data.labels.chunks(1000))
-    {
-        let x = Tensor::from_slice(xs, (ys.len(), size), &Device::Cpu)?;
-        let logits = model.logits(&x)?;
-        if logits.len() != ys.len() * data.classes {
-            return Err(Error::InvalidConfig(format!(
-                "the model gives {} logits per record, the data has {} classes",
-                logits.len() / ys.len().max(1),
-                data.classes
-            )));
-        }
-        visit(&logits, ys);
-    }
-    Ok(())
-}
-
-/// Accuracy of `model` on `data`.
-pub fn accuracy<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
-    let mut correct = 0usize;
-    for_each_logit_batch(model, data, |logits, labels| {
-        correct += argmax_rows(logits, data.classes)
-            .iter()
-            .zip(labels)
-            .filter(|(p, y)| p == y)
-            .count();
-    })?;
-    Ok(correct as f64 / data.len().max(1) as f64)
-}
-
-/// Root-mean-square error of the softmax expectation `Σₖ k·softmax(z)ₖ` against the label
-/// index — the GDP paper's MovieLens metric (labels are ratings − 1).
-pub fn expected_class_rmse<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
-    let mut squared = 0.0f64;
-    for_each_logit_batch(model, data, |logits, labels| {
-        for (row, &y) in logits.chunks(data.classes).zip(labels) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let weights: Vec<f64> = row.iter().map(|&z| f64::from(z - max).exp()).collect();
-            let total: f64 = weights.iter().sum();
-            let mean = weights
-                .iter()
-                .enumerate()
-                .map(|(k, w)| k as f64 * w)
-                .sum::<f64>()
-                / total;
-            squared += (mean - f64::from(y)).powi(2);
-        }
-    })?;
-    Ok((squared / data.len().max(1) as f64).sqrt())
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Optimizer, TrainConfig};
+use crate::config::{Optimizer, TrainConfig};
 use crate::error::{Error, Result};
 
 /// One setting of a run that a checkpoint records. The names are those of `dp train`'s

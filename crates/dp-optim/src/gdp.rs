@@ -13,7 +13,7 @@ use dp_accounting::gdp::{mu_poisson, recalibrate_sigma};
 use dp_accounting::{AccountantKind, OrderGrid};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
+use crate::config::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
 

@@ -9,9 +9,11 @@
 pub mod annealing;
 pub mod audit;
 mod checkpoint;
+mod config;
 pub mod dpd;
 mod engine;
 mod error;
+mod evaluate;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 mod fingerprint;
@@ -20,10 +22,9 @@ mod sampler;
 pub mod wide;
 
 pub use checkpoint::{Checkpoint, CheckpointDir, CHECKPOINT_FORMAT};
-pub use engine::{
-    accuracy, expected_class_rmse, Clipping, GradientNormalisation, Optimizer, PrivacyConfig,
-    PrivacyEngine, StepReport, TrainConfig,
-};
+pub use config::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
+pub use engine::{PrivacyEngine, StepReport};
 pub use error::{Error, Result};
+pub use evaluate::{accuracy, expected_class_rmse};
 pub use fingerprint::{RunField, RunFingerprint};
 pub use sampler::{Sampler, ShuffleState};

@@ -6,7 +6,7 @@ use dp_mechanisms::NoiseSource;
 use dp_optim::audit::CanaryAudit;
 use dp_optim::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, Sampler, TrainConfig};
 
-use super::{check_delta, check_sigma};
+use super::{check_delta, check_positive, check_sigma};
 use crate::args::AuditArgs;
 use crate::output::{number, short};
 
@@ -16,11 +16,8 @@ pub fn run(args: &AuditArgs) -> Result<String> {
     if !(args.q > 0.0 && args.q <= 1.0) {
         bail!("--q ({}) must be in (0, 1]", short(args.q));
     }
-    for (name, v) in [("--clip", args.clip), ("--lr", args.lr)] {
-        if !(v.is_finite() && v > 0.0) {
-            bail!("{name} ({}) must be finite and > 0", short(v));
-        }
-    }
+    check_positive("--clip", args.clip)?;
+    check_positive("--lr", args.lr)?;
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         bail!(
             "--confidence ({}) must be in (0, 1)",

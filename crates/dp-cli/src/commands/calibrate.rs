@@ -4,16 +4,11 @@ use anyhow::{bail, Result};
 use dp_accounting::{calibrate_noise, calibrate_steps, CalibrationOptions};
 use serde_json::json;
 
-use super::{check_delta, check_sigma, resolve_run};
+use super::{check_delta, check_positive, check_sigma, resolve_run};
 use crate::args::CalibrateArgs;
 
 pub fn run(args: &CalibrateArgs) -> Result<String> {
-    if !(args.target_epsilon.is_finite() && args.target_epsilon > 0.0) {
-        bail!(
-            "--target-epsilon ({}) must be finite and > 0",
-            args.target_epsilon
-        );
-    }
+    check_positive("--target-epsilon", args.target_epsilon)?;
     let delta = check_delta(args.delta)?;
     if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
         bail!("--tolerance ({}) must be finite and >= 0", args.tolerance);

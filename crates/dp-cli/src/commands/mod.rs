@@ -93,10 +93,15 @@ pub fn check_delta(delta: f64) -> Result<f64> {
 }
 
 pub fn check_sigma(sigma: f64) -> Result<f64> {
-    if !(sigma.is_finite() && sigma > 0.0) {
-        bail!("--sigma ({}) must be finite and > 0", short(sigma));
+    check_positive("--sigma", sigma)
+}
+
+/// `value` of `flag` must be finite and > 0.
+pub fn check_positive(flag: &str, value: f64) -> Result<f64> {
+    if !(value.is_finite() && value > 0.0) {
+        bail!("{flag} ({}) must be finite and > 0", short(value));
     }
-    Ok(sigma)
+    Ok(value)
 }
 
 /// Resolves `--q/--steps` or `--dataset-size/--batch-size/--epochs`.

@@ -22,7 +22,7 @@ use dp_optim::{
 };
 use serde_json::json;
 
-use super::{check_delta, check_sigma};
+use super::{check_delta, check_positive, check_sigma};
 use crate::args::{
     AccountantChoice, ChangeableField, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice,
     OrdersChoice, TrainArgs, TrainSampling,
@@ -115,22 +115,15 @@ pub fn run(args: &TrainArgs) -> Result<String> {
 
 /// Flag checks that need no data, each naming its flag.
 fn check_args(args: &TrainArgs) -> Result<()> {
-    if !(args.epochs.is_finite() && args.epochs > 0.0) {
-        bail!("--epochs ({}) must be finite and > 0", short(args.epochs));
-    }
-    for (name, v) in [("--clip", args.clip), ("--lr", args.lr)] {
-        if !(v.is_finite() && v > 0.0) {
-            bail!("{name} ({}) must be finite and > 0", short(v));
-        }
-    }
+    check_positive("--epochs", args.epochs)?;
+    check_positive("--clip", args.clip)?;
+    check_positive("--lr", args.lr)?;
     check_delta(args.delta)?;
     if let Some(s) = args.sigma {
         check_sigma(s)?;
     }
     if let Some(e) = args.target_epsilon {
-        if !(e.is_finite() && e > 0.0) {
-            bail!("--target-epsilon ({}) must be finite and > 0", short(e));
-        }
+        check_positive("--target-epsilon", e)?;
     }
     if !(0.0..1.0).contains(&args.momentum) {
         bail!("--momentum ({}) must be in [0, 1)", short(args.momentum));

@@ -1,0 +1,107 @@
+//! The engine's charges: the ledger behind its budget filter, built for a run's privacy
+//! settings, each step's reservation, and extra charges.
+
+use dp_accounting::{
+    calibrate_steps, Budget, BudgetFilter, DpEvent, DynAccountant, Guarantee, Reservation,
+};
+use dp_models::PrivateModel;
+
+use super::{Charges, PrivacyEngine};
+use crate::config::PrivacyConfig;
+use crate::error::{Error, Result};
+use crate::sampler::Sampler;
+
+/// [`dp_accounting::Error::BudgetExceeded`] as the engine's [`Error::BudgetExhausted`].
+fn budget_error(e: dp_accounting::Error) -> Error {
+    match e {
+        dp_accounting::Error::BudgetExceeded {
+            epsilon,
+            budget_epsilon,
+            delta,
+        } => Error::BudgetExhausted {
+            epsilon,
+            budget: budget_epsilon,
+            delta,
+        },
+        other => other.into(),
+    }
+}
+
+impl<M: PrivateModel> PrivacyEngine<M> {
+    /// The ledger (behind its budget filter) of a private run, and the planned step
+    /// count under a budget. An asymptotic accountant (GDP's CLT) may report but never
+    /// enforce a budget: its ε may be below the true value.
+    pub(super) fn private_ledger(
+        p: &PrivacyConfig,
+        sampler: Sampler,
+        n: usize,
+    ) -> Result<(Option<Charges>, Option<u64>)> {
+        for (name, v) in [
+            ("noise multiplier (sigma)", p.noise_multiplier),
+            ("max_grad_norm (clip)", p.max_grad_norm),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::InvalidConfig(format!(
+                    "{name} is {v}: it must be finite and > 0"
+                )));
+            }
+        }
+        let relation = sampler.relation();
+        let accountant = p.accountant.build(relation, &p.orders)?;
+        // The accountant must accept the sampler's event: a mismatch is an error.
+        let step = sampler.step_event(n, p.noise_multiplier);
+        accountant.supports(&step)?;
+        let Some(target) = p.target_epsilon else {
+            let open = BudgetFilter::new(accountant, Budget::unbounded(p.delta)?);
+            return Ok((Some(open), None));
+        };
+        // Whether ε is a bound can depend on the event (GDP is exact for a Gaussian, a
+        // CLT approximation once sampled): ask after one step.
+        let mut probe = accountant.boxed_clone();
+        probe.compose(&step, 1)?;
+        if probe.guarantee() == Guarantee::Asymptotic {
+            return Err(Error::InvalidConfig(format!(
+                "the {} accountant's epsilon is asymptotic and may be below the true \
+                 value: it can report but not enforce a budget (enforce with rdp or pld)",
+                p.accountant.name()
+            )));
+        }
+        let make = || p.accountant.build(relation, &p.orders);
+        let run = |t| sampler.run_event(n, p.noise_multiplier, t);
+        let planned = calibrate_steps(make, run, target, p.delta)?.value;
+        let budget = Budget::new(target, p.delta)?;
+        Ok((Some(BudgetFilter::new(accountant, budget)), Some(planned)))
+    }
+
+    /// The dry run of this step's charge (`None`: non-private, or a step that costs
+    /// nothing, as inside a shuffled epoch).
+    pub(super) fn reserve_step(&self) -> Result<Option<Reservation<Box<dyn DynAccountant>>>> {
+        let (Some(filter), Some(p)) = (&self.ledger, &self.config.privacy) else {
+            return Ok(None);
+        };
+        let event =
+            self.config
+                .sampler
+                .event_at_step(self.dataset_size, p.noise_multiplier, self.steps);
+        match event {
+            None => Ok(None),
+            Some(event) => filter.reserve(&event, 1).map(Some).map_err(budget_error),
+        }
+    }
+
+    /// Charges an extra event (e.g. a privatised acceptance test) to the ledger, under
+    /// the budget ([`Error::BudgetExhausted`] and no change if it does not fit); an error
+    /// for non-private runs, since nothing would record it. Call it *before* releasing
+    /// what the event covers.
+    pub fn charge(&mut self, event: &DpEvent) -> Result<()> {
+        match &mut self.ledger {
+            Some(filter) => {
+                let reservation = filter.reserve(event, 1).map_err(budget_error)?;
+                Ok(filter.commit(reservation)?)
+            }
+            None => Err(Error::InvalidConfig(
+                "a private test in a non-private run has no ledger to charge".into(),
+            )),
+        }
+    }
+}

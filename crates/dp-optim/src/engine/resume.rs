@@ -1,0 +1,115 @@
+//! Checkpoint and resume of a [`PrivacyEngine`]: what it writes, and the checks before it
+//! takes a checkpoint's state (fingerprint, shapes, ledger, noise mode).
+
+use dp_accounting::BudgetFilter;
+use dp_mechanisms::NoiseSource;
+use dp_models::PrivateModel;
+
+use super::PrivacyEngine;
+use crate::checkpoint::{Checkpoint, CHECKPOINT_FORMAT};
+use crate::error::{Error, Result};
+use crate::fingerprint::{RunField, RunFingerprint};
+
+impl<M: PrivateModel> PrivacyEngine<M> {
+    /// The run's fingerprint: its initial settings, and the data once a step has seen it.
+    pub fn fingerprint(&self) -> RunFingerprint {
+        match &self.data_seen {
+            Some(seen) => self
+                .fingerprint
+                .clone()
+                .with_dataset(seen.records, &seen.digest),
+            None => self.fingerprint.clone(),
+        }
+    }
+
+    /// The state to write to a checkpoint. The noise key is included only for a seeded
+    /// (reproducible) run; see [`Checkpoint`] for what a checkpoint reveals.
+    pub fn checkpoint(&self) -> Result<Checkpoint> {
+        Ok(Checkpoint {
+            format: CHECKPOINT_FORMAT,
+            fingerprint: self.fingerprint(),
+            theta: self.model.parameters()?,
+            moments: self.moments.clone(),
+            steps: self.steps,
+            ledger: self.ledger().cloned(),
+            noise: self.noise.is_reproducible().then(|| self.noise.state()),
+            nonfinite_gradients: self.nonfinite,
+            shuffle: self.shuffle.clone(),
+        })
+    }
+
+    /// Resumes from a checkpoint of the same run: every setting must match
+    /// ([`Error::ResumeMismatch`] names the first that does not). The ledger is replayed
+    /// under this run's budget, so every earlier charge counts.
+    pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        self.restore_allowing(checkpoint, &[])
+    }
+
+    /// [`restore`](Self::restore), accepting changes to the fields in `allowed` that
+    /// [may change](RunField::may_change) (a new learning rate, σ, clip or budget).
+    pub fn restore_allowing(
+        &mut self,
+        checkpoint: &Checkpoint,
+        allowed: &[RunField],
+    ) -> Result<()> {
+        checkpoint
+            .fingerprint
+            .check_resume(&self.fingerprint, allowed)?;
+        let fail = |reason: String| Error::Checkpoint {
+            path: "(in memory)".into(),
+            reason,
+        };
+        if checkpoint.theta.len() != self.model.num_params()
+            || checkpoint.moments.len() != self.moments.len()
+            || checkpoint
+                .moments
+                .iter()
+                .any(|m| m.len() != checkpoint.theta.len())
+        {
+            return Err(fail(format!(
+                "{} weights and {} moment vectors do not fit a model of {} parameters with {} moments",
+                checkpoint.theta.len(),
+                checkpoint.moments.len(),
+                self.model.num_params(),
+                self.moments.len()
+            )));
+        }
+        let ledger = match (&self.ledger, &checkpoint.ledger) {
+            (Some(filter), Some(saved)) => {
+                let mut fresh = filter.accountant().boxed_clone();
+                if !fresh.ledger().entries.is_empty() {
+                    return Err(fail("this engine has already taken steps".into()));
+                }
+                saved.replay(&mut fresh)?;
+                Some(BudgetFilter::new(fresh, filter.budget()))
+            }
+            (None, None) => None,
+            _ => return Err(fail("the ledger does not match the run's privacy".into())),
+        };
+        if self.noise.is_reproducible() {
+            let state = checkpoint
+                .noise
+                .as_ref()
+                .ok_or_else(|| fail("a seeded run's checkpoint without its noise state".into()))?;
+            self.noise = NoiseSource::restore(state);
+        }
+        self.model.set_parameters(&checkpoint.theta)?;
+        self.moments = checkpoint.moments.clone();
+        self.steps = checkpoint.steps;
+        self.nonfinite = checkpoint.nonfinite_gradients;
+        self.shuffle = checkpoint.shuffle.clone();
+        self.ledger = ledger;
+        self.expected_data = checkpoint
+            .fingerprint
+            .0
+            .get_key_value(&RunField::Dataset)
+            .map(|(&field, value)| RunFingerprint([(field, value.clone())].into()));
+        self.data_seen = None;
+        Ok(())
+    }
+
+    /// Writes a checkpoint atomically (temporary file, fsync, rename), mode 0600.
+    pub fn save_checkpoint(&self, path: &std::path::Path) -> Result<()> {
+        self.checkpoint()?.save(path)
+    }
+}
