@@ -2,7 +2,8 @@
 //!
 //! What a checkpoint reveals (docs/training.md, "What a run releases and what ε covers"):
 //! the weights and optimiser moments (post-processing of the noisy sums, covered by ε),
-//! the ledger, the step count, the shuffled sampler's order for the current epoch (the
+//! the ledger, the step count, the count of non-finite per-sample gradients (not
+//! covered by ε), the shuffled sampler's order for the current epoch (the
 //! shuffled sampler claims no amplification, so its order is not secret to its
 //! accounting), the run's settings and a SHA-256 of the training data. It holds the
 //! noise key only for a `--seed` run, whose noise is predictable from the seed anyway:
@@ -41,7 +42,8 @@ pub struct Checkpoint {
     pub ledger: Option<Ledger>,
     /// The noise source's state: only for a seeded (reproducible) run.
     pub noise: Option<NoiseState>,
-    /// Non-finite per-sample gradients so far.
+    /// Non-finite per-sample gradients so far (a count of the private data, not covered
+    /// by ε; kept so a resumed run reports the same total).
     pub nonfinite_gradients: u64,
     /// The shuffled sampler's epoch state (empty for other samplers).
     #[serde(default)]

@@ -24,9 +24,11 @@ mod resume;
 pub struct StepReport {
     /// Realised batch size (Poisson batches vary and may be empty).
     pub batch_size: usize,
-    /// Mean loss over the batch (NaN for an empty batch).
+    /// Mean loss over the batch (NaN for an empty batch). Computed from the private batch
+    /// without noise: **not covered by ε** (docs/training.md, "What a run releases").
     pub mean_loss: f64,
-    /// Samples whose gradient was not finite in this step (zeroed, not clipped).
+    /// Samples whose gradient was not finite in this step (zeroed, not clipped). A count
+    /// of the private batch: **not covered by ε**.
     pub nonfinite_gradients: usize,
 }
 

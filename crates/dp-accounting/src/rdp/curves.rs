@@ -318,8 +318,8 @@ pub fn randomized_response(epsilon: f64, alpha: f64) -> f64 {
 /// (`compose_poisson_subsampled_mechanisms1`, "no additional assumptions are needed").
 /// It is **not** the paper's stated general upper bound (PMLR numbering Thm 5, with
 /// `3·Σ_{j≥3} C(m,j)q^j(1−q)^{m−j}e^{(j−1)ε(j)}`), and no published proof of this form was
-/// found; it was checked numerically against the exact subsampled Laplace RDP (never
-/// below it, 36 settings) and needs `inner` to bound the divergence in both directions.
+/// found; a one-off numerical check against the exact subsampled-Laplace RDP found it
+/// never below it, and it needs `inner` to bound the divergence in both directions.
 /// An open question (docs/accounting.md, "RDP"). For integer m ≥ 2,
 ///
 /// ```text
