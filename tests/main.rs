@@ -1,5 +1,6 @@
-//! Cross-crate end-to-end tests. Today only dp-accounting is public API; later issues add
-//! training runs whose ledgers must replay into every accountant.
+//! Cross-crate end-to-end tests, through the crates' public APIs only.
+
+mod new_algorithm;
 
 use dp_accounting::{Accountant, AccountantKind, DpEvent, Ledger, NeighbouringRelation, OrderGrid};
 

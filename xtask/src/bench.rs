@@ -363,7 +363,7 @@ fn time_steps<M: dp_models::PrivateModel>(
     noise: &mut dp_mechanisms::NoiseSource,
 ) -> Result<(f64, f64)> {
     use candle_core::{Device, Tensor};
-    use dp_models::fused::ClipRule;
+    use dp_models::ClipRule;
     let x: Vec<f32> = (0..batch * 784).map(|_| noise.uniform() as f32).collect();
     let y: Vec<u32> = (0..batch).map(|i| (i % 10) as u32).collect();
     let x = Tensor::from_vec(x, (batch, 784), &Device::Cpu)?;

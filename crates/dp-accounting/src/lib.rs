@@ -14,6 +14,8 @@
 //!   composition theorems, with amplification by subsampling.
 //! * [`calibrate_noise`] and [`calibrate_steps`] — noise multiplier or step count for a
 //!   target (ε, δ), never overshooting.
+//! * [`SamplingScheme`] — how batches are drawn (Poisson, fixed size, shuffled), the
+//!   neighbouring relation that fixes, and the event of a mechanism run on each batch.
 //! * [`Ledger`] and [`BudgetFilter`] — the record of a run and a guard that refuses the
 //!   event that would exceed a budget.
 //! * [`one_run_epsilon_lower_bound`] — the ε lower bound of a one-run privacy audit
@@ -51,6 +53,7 @@ mod ledger;
 mod logspace;
 pub mod pld;
 pub mod rdp;
+mod sampling;
 mod zcdp;
 
 pub use accountant::{Accountant, Guarantee, PrivacyReport};
@@ -68,4 +71,5 @@ pub use kind::AccountantKind;
 pub use ledger::{Budget, BudgetFilter, Ledger, LedgerEntry, Reservation};
 pub use pld::{PldAccountant, PldConfig};
 pub use rdp::{Conversion, FractionalSeries, OrderGrid, RdpAccountant, RdpConfig};
+pub use sampling::SamplingScheme;
 pub use zcdp::{zcdp_to_epsilon, ZcdpAccountant, ZcdpConfig, ZcdpConversion};

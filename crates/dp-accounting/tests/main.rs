@@ -8,5 +8,6 @@ mod audit;
 mod contract;
 mod cross_accountant;
 mod properties;
+mod sampling;
 mod support;
 mod vectors;

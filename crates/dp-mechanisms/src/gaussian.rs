@@ -85,7 +85,12 @@ impl GaussianMechanism {
         )
     }
 
-    /// σ.
+    /// The L2 sensitivity Δ the noise is calibrated to.
+    pub fn sensitivity(&self) -> f64 {
+        self.sensitivity
+    }
+
+    /// The noise multiplier σ: the noise standard deviation over the sensitivity.
     pub fn noise_multiplier(&self) -> f64 {
         self.noise_multiplier
     }

@@ -5,9 +5,10 @@
 
 use candle_core::{Device, Tensor};
 use dp_mechanisms::NoiseSource;
-use dp_models::fused::{ClipRule, FusedModel};
+use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
 use dp_models::word2vec::{PairSet, SharedEmbedding, SparseGradient};
+use dp_models::ClipRule;
 use dp_models::PrivateModel;
 
 fn main() -> dp_models::Result<()> {

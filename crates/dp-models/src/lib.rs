@@ -1,6 +1,8 @@
 //! Models with per-sample gradients for differentially private training, on Candle, and
 //! the datasets they train on.
 //!
+//! * [`ClipRule`] — how per-example gradients are bounded, and the sensitivity of their
+//!   sum.
 //! * [`fused`] — the fused tier: a sequential executor whose forward and DP backward are
 //!   each one Candle `CustomOp2` (per-sample gradients, norms, clipping and clipped
 //!   accumulation in one pass).
@@ -14,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod autograd;
+mod clip_rule;
 pub mod data;
 mod error;
 pub mod fused;
@@ -23,5 +26,6 @@ pub mod ncf;
 mod private_model;
 pub mod word2vec;
 
+pub use clip_rule::ClipRule;
 pub use error::{Error, Result};
 pub use private_model::{ClippedGradient, PrivateModel};

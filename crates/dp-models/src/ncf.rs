@@ -14,9 +14,9 @@ use candle_core::Tensor;
 use dp_mechanisms::NoiseSource;
 
 use crate::error::{Error, Result};
-use crate::fused::ClipRule;
 use crate::loss::cross_entropy;
 use crate::private_model::{ClippedGradient, PrivateModel};
+use crate::ClipRule;
 
 /// Widths of the NCF model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

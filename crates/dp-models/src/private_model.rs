@@ -4,8 +4,9 @@ use candle_core::{Device, Tensor};
 
 use crate::autograd::AutogradModel;
 use crate::error::{Error, Result};
-use crate::fused::{ClipRule, FusedModel};
+use crate::fused::FusedModel;
 use crate::loss::{check_labels, cross_entropy};
+use crate::ClipRule;
 
 /// The clipped gradient of one batch.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,8 +4,9 @@
 use candle_core::{Device, Tensor, Var};
 use dp_mechanisms::NoiseSource;
 use dp_models::autograd::{AutogradModel, DpEmbedding, DpLayer, DpLinear, Stage, Tape, TapeEntry};
-use dp_models::fused::{ClipRule, FusedModel};
+use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
+use dp_models::ClipRule;
 
 fn random(noise: &mut NoiseSource, shape: &[usize], scale: f64) -> Tensor {
     let n: usize = shape.iter().product();
@@ -161,7 +162,13 @@ fn embedding_and_sequence_linear_match_a_per_example_loop() -> Result<(), Box<dy
     }
     // Norms and clipped sums agree with the materialised per-sample gradients.
     let clip = 0.3f32;
-    let out = model.private_gradients(&ids, &labels, ClipRule::Flat { max_norm: clip })?;
+    let out = model.private_gradients(
+        &ids,
+        &labels,
+        ClipRule::Flat {
+            max_norm: f64::from(clip),
+        },
+    )?;
     for i in 0..3 {
         let sq: f32 = psg
             .iter()
@@ -228,7 +235,7 @@ fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
                     })
                     .sum();
                 assert!(
-                    sq.sqrt() <= max_norm / 2f32.sqrt() * 1.0001,
+                    sq.sqrt() <= max_norm as f32 / 2f32.sqrt() * 1.0001,
                     "layer {layer}: {}",
                     sq.sqrt()
                 );

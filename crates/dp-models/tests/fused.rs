@@ -2,9 +2,10 @@
 
 use candle_core::{Device, Tensor};
 use dp_mechanisms::NoiseSource;
-use dp_models::fused::{from_torch, ClipRule, FusedModel, LayerSpec, NetSpec};
+use dp_models::fused::{from_torch, FusedModel, LayerSpec, NetSpec};
 use dp_models::loss::cross_entropy;
 use dp_models::models::{mlp, mnist_cnn, Activation};
+use dp_models::ClipRule;
 
 use crate::reference::per_example;
 
@@ -210,7 +211,9 @@ fn fused_per_sample_gradients_match_a_per_example_loop() -> Result<(), Box<dyn s
         let clip = 0.5f32;
         let (sum, norms) = model.backward(
             &Tensor::from_vec(dlogits.clone(), (n, 10), &Device::Cpu)?,
-            ClipRule::Flat { max_norm: clip },
+            ClipRule::Flat {
+                max_norm: f64::from(clip),
+            },
         )?;
         let (sum, norms): (Vec<f32>, Vec<f32>) = (sum.to_vec1()?, norms.to_vec1()?);
         let mut want = vec![0.0f32; spec.num_params()];

@@ -12,8 +12,8 @@ use dp_models::data::{
     parse_adult, parse_ratings, ratings_from_zip, reviews_from_tar_gz, AdultBinariser, AdultSplit,
     DataLocator, ImdbOptions,
 };
-use dp_models::fused::ClipRule;
 use dp_models::ncf::{NcfModel, NcfShape};
+use dp_models::ClipRule;
 use dp_models::{Error, PrivateModel};
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -264,7 +264,14 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
     // The clipped sum is Σ cᵢ gᵢ with cᵢ = min(1, C/‖gᵢ‖).
     let c = 0.1f32;
     let clipped = model
-        .clipped_gradient(&x, &labels, 5, ClipRule::Flat { max_norm: c })
+        .clipped_gradient(
+            &x,
+            &labels,
+            5,
+            ClipRule::Flat {
+                max_norm: f64::from(c),
+            },
+        )
         .expect("clipped");
     let mut expected = vec![0.0f32; theta.len()];
     for (g, &sq) in per_sample.iter().zip(&clipped.squared_norms) {

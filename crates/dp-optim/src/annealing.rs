@@ -16,13 +16,17 @@
 //! [`AnnealedAccounting::conservative_is_sound`] reports. The paper's τ-step ε is
 //! available beside it, labelled as the paper's claim.
 
-use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
+use dp_accounting::{
+    Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid, SamplingScheme,
+};
+use dp_mechanisms::GaussianMechanism;
 use dp_models::data::Dataset;
 use dp_models::loss::cross_entropy;
 use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::PrivacyEngine;
+use crate::algorithm::Algorithm;
+use crate::engine::{PrivacyEngine, StepReport};
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
 
@@ -35,7 +39,7 @@ pub enum EnergySource {
     SameBatch,
     /// A fresh minibatch drawn with the same sampler (private data).
     FreshBatch,
-    /// A held-out public set passed to [`PrivacyEngine::step_annealed`].
+    /// A held-out public set ([`SaDpsgd::public`]).
     Public,
     /// A privatised test on private data, as the authors' later DPSUR work does: a fresh
     /// Poisson batch (rate q), per-example loss differences `ℓᵢ(w_new) − ℓᵢ(w_old)`
@@ -178,8 +182,10 @@ pub struct AnnealedStep {
     pub delta_energy: Option<f64>,
     /// The realised batch size of the DP-SGD step.
     pub batch_size: usize,
-    /// Mean loss of the batch before the update.
+    /// Mean loss of the batch before the update (**not covered by ε**).
     pub mean_loss: f64,
+    /// Non-finite per-example gradients in the batch (**not covered by ε**).
+    pub nonfinite_gradients: usize,
 }
 
 /// Per-example cross-entropy of `model` on the examples `indices` of `data`.
@@ -227,75 +233,59 @@ fn mean_energy<M: PrivateModel>(
     Ok(losses.iter().sum::<f64>() / losses.len() as f64)
 }
 
-impl<M: PrivateModel> PrivacyEngine<M> {
+/// SA-DPSGD as an [`Algorithm`]: its settings, its counters (checkpoint them with the
+/// engine's checkpoint to resume a run) and, for [`EnergySource::Public`], the public set.
+#[derive(Clone, Debug)]
+pub struct SaDpsgd<'a> {
+    /// The acceptance settings.
+    pub config: AnnealingConfig,
+    /// t, τ, μ and the reference energies so far.
+    pub state: AnnealingState,
+    /// The held-out public set that [`EnergySource::Public`] evaluates the energy on.
+    pub public: Option<&'a Dataset>,
+}
+
+/// The privatised test's settings after validation, and the per-example losses of θ_old
+/// on its batch.
+struct Validation {
+    batch: Vec<usize>,
+    before: Vec<f64>,
+    sampling_rate: f64,
+    mechanism: GaussianMechanism,
+}
+
+impl<'a> SaDpsgd<'a> {
+    /// A fresh run with `config` (and the public set, for [`EnergySource::Public`]).
+    pub fn new(config: AnnealingConfig, public: Option<&'a Dataset>) -> Self {
+        SaDpsgd {
+            config,
+            state: AnnealingState::default(),
+            public,
+        }
+    }
+
     /// One SA-DPSGD iteration: a DP-SGD step (charged to the ledger like any step), the
-    /// energy of the new weights, the acceptance test, and the undo of a rejected update.
-    /// `public` is required for [`EnergySource::Public`].
-    pub fn step_annealed(
+    /// energy of the new weights, the acceptance test, and the rollback of a rejected
+    /// update.
+    pub fn step_annealed<M: PrivateModel>(
         &mut self,
+        engine: &mut PrivacyEngine<M>,
         data: &Dataset,
-        public: Option<&Dataset>,
-        config: &AnnealingConfig,
-        state: &mut AnnealingState,
     ) -> Result<AnnealedStep> {
-        let saved = self.optimizer_snapshot()?;
-        // The privatised test compares old and new losses on one fresh batch.
-        let validation = match config.energy {
-            EnergySource::Privatised {
-                sampling_rate,
-                clip,
-                noise_multiplier,
-            } => {
-                if !(sampling_rate > 0.0
-                    && sampling_rate <= 1.0
-                    && clip > 0.0
-                    && noise_multiplier > 0.0)
-                {
-                    return Err(Error::InvalidConfig(format!(
-                        "privatised acceptance needs q in (0, 1], C_v > 0 and σ_v > 0, got \
-                         {sampling_rate}, {clip}, {noise_multiplier}"
-                    )));
-                }
-                let batch = self.draw_with(Sampler::Poisson { sampling_rate }, data.len());
-                let before = example_losses(self.model(), data, &batch)?;
-                Some((batch, before, sampling_rate, clip, noise_multiplier))
-            }
-            _ => None,
-        };
-        let report = self.step(data)?;
+        let saved = engine.snapshot()?;
+        let validation = self.start_validation(engine, data)?;
+        let charge = engine.begin_step(data)?;
+        let batch = engine.draw_batch();
+        let clipped = engine.clipped_sum(data, &batch)?;
+        let noisy = engine.release(charge, clipped)?;
+        let report = engine.apply_update(&noisy)?;
         let (energy, delta_energy) = match validation {
-            Some((batch, before, q, clip, sigma)) => {
-                let after = example_losses(self.model(), data, &batch)?;
-                let sum: f64 = before
-                    .iter()
-                    .zip(&after)
-                    .map(|(b, a)| (a - b).clamp(-clip, clip))
-                    .sum();
-                // Charged (under the budget) before the noisy test is drawn and used.
-                self.charge(&DpEvent::dp_sgd(q, sigma, 1))?;
-                let noisy = (sum + self.gaussian(sigma * clip)) / (q * data.len() as f64).max(1.0);
-                (f64::NAN, Some(noisy))
-            }
+            Some(v) => (f64::NAN, Some(privatised_delta(engine, data, v)?)),
             None => {
-                let energy = match config.energy {
-                    EnergySource::SameBatch => {
-                        mean_energy(self.model(), data, Some(self.last_batch()))?
-                    }
-                    EnergySource::FreshBatch => {
-                        let batch = self.draw_extra_batch(data.len());
-                        mean_energy(self.model(), data, Some(&batch))?
-                    }
-                    EnergySource::Public => {
-                        let public = public.ok_or_else(|| {
-                            Error::InvalidConfig("public energy needs a public dataset".into())
-                        })?;
-                        mean_energy(self.model(), public, None)?
-                    }
-                    EnergySource::Privatised { .. } => unreachable!("handled above"),
-                };
-                let reference = match config.reference {
-                    EnergyReference::LastAccepted => state.accepted_energy,
-                    EnergyReference::PreviousIteration => state.previous_energy,
+                let energy = self.energy(engine, data, &batch)?;
+                let reference = match self.config.reference {
+                    EnergyReference::LastAccepted => self.state.accepted_energy,
+                    EnergyReference::PreviousIteration => self.state.previous_energy,
                 };
                 // An empty batch has no energy: no information (ΔE unknown).
                 (
@@ -304,8 +294,81 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 )
             }
         };
-        let u = self.uniform();
-        let decision = decide(config, state, delta_energy, u);
+        let u = engine.noise_source().uniform();
+        let decision = decide(&self.config, &self.state, delta_energy, u);
+        self.record(decision, energy);
+        if !decision.accepted() {
+            engine.rollback(saved)?;
+        }
+        Ok(AnnealedStep {
+            decision,
+            energy,
+            delta_energy,
+            batch_size: report.batch_size,
+            mean_loss: report.mean_loss,
+            nonfinite_gradients: report.nonfinite_gradients,
+        })
+    }
+
+    /// For the privatised test: its validated settings, a fresh Poisson batch and the
+    /// per-example losses of the current weights on it (before the update).
+    fn start_validation<M: PrivateModel>(
+        &self,
+        engine: &mut PrivacyEngine<M>,
+        data: &Dataset,
+    ) -> Result<Option<Validation>> {
+        let EnergySource::Privatised {
+            sampling_rate,
+            clip,
+            noise_multiplier,
+        } = self.config.energy
+        else {
+            return Ok(None);
+        };
+        if !(sampling_rate > 0.0 && sampling_rate <= 1.0 && clip > 0.0 && noise_multiplier > 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "privatised acceptance needs q in (0, 1], C_v > 0 and σ_v > 0, got \
+                 {sampling_rate}, {clip}, {noise_multiplier}"
+            )));
+        }
+        let batch = engine.draw_extra_batch(Sampler::Poisson { sampling_rate });
+        let before = example_losses(engine.model(), data, &batch)?;
+        Ok(Some(Validation {
+            batch,
+            before,
+            sampling_rate,
+            mechanism: GaussianMechanism::new(clip, noise_multiplier)?,
+        }))
+    }
+
+    /// J(w_new) on the energy source the configuration names.
+    fn energy<M: PrivateModel>(
+        &self,
+        engine: &mut PrivacyEngine<M>,
+        data: &Dataset,
+        batch: &[usize],
+    ) -> Result<f64> {
+        match self.config.energy {
+            EnergySource::SameBatch => mean_energy(engine.model(), data, Some(batch)),
+            EnergySource::FreshBatch => {
+                let fresh = engine.draw_extra_batch(engine.config().sampler);
+                mean_energy(engine.model(), data, Some(&fresh))
+            }
+            EnergySource::Public => {
+                let public = self.public.ok_or_else(|| {
+                    Error::InvalidConfig("public energy needs a public dataset".into())
+                })?;
+                mean_energy(engine.model(), public, None)
+            }
+            EnergySource::Privatised { .. } => Err(Error::InvalidConfig(
+                "the privatised test has no energy of its own".into(),
+            )),
+        }
+    }
+
+    /// Updates the counters after `decision`.
+    fn record(&mut self, decision: Decision, energy: f64) {
+        let state = &mut self.state;
         state.iterations += 1;
         state.previous_energy = Some(energy).filter(|e| e.is_finite());
         if decision.accepted() {
@@ -319,14 +382,41 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             }
         } else {
             state.rejections += 1;
-            self.restore_optimizer(saved)?;
         }
-        Ok(AnnealedStep {
-            decision,
-            energy,
-            delta_energy,
-            batch_size: report.batch_size,
-            mean_loss: report.mean_loss,
+    }
+}
+
+/// The privatised ΔE: per-example loss differences on the validation batch clipped to
+/// [−C_v, C_v], summed, released through the Gaussian mechanism (sensitivity C_v under
+/// add/remove-one, Poisson-sampled: charged before the noise is drawn), over the
+/// expected batch size.
+fn privatised_delta<M: PrivateModel>(
+    engine: &mut PrivacyEngine<M>,
+    data: &Dataset,
+    v: Validation,
+) -> Result<f64> {
+    let after = example_losses(engine.model(), data, &v.batch)?;
+    let clip = v.mechanism.sensitivity();
+    let sum: f64 = v
+        .before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a - b).clamp(-clip, clip))
+        .sum();
+    let scheme = SamplingScheme::Poisson {
+        sampling_rate: v.sampling_rate,
+    };
+    let noisy = engine.release_value(sum, &v.mechanism, &scheme)?;
+    Ok(noisy / (v.sampling_rate * data.len() as f64).max(1.0))
+}
+
+impl<M: PrivateModel> Algorithm<M> for SaDpsgd<'_> {
+    fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
+        let step = self.step_annealed(engine, data)?;
+        Ok(StepReport {
+            batch_size: step.batch_size,
+            mean_loss: step.mean_loss,
+            nonfinite_gradients: step.nonfinite_gradients,
         })
     }
 }
@@ -360,7 +450,12 @@ pub fn annealed_accounting(
         }
         let mut a = AccountantKind::RdpClassic
             .build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::Int2To64)?;
-        a.compose(&sampler.run_event(dataset_size, noise_multiplier, steps), 1)?;
+        a.compose(
+            &sampler
+                .scheme(dataset_size)
+                .gaussian_run_event(noise_multiplier, steps),
+            1,
+        )?;
         if let EnergySource::Privatised {
             sampling_rate,
             noise_multiplier,

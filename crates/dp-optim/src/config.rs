@@ -2,34 +2,11 @@
 //! clipping rule, δ, budget, accountant), the update rule and the normalisation.
 
 use dp_accounting::{AccountantKind, OrderGrid};
-use dp_models::fused::ClipRule;
+use dp_models::ClipRule;
 use serde::{Deserialize, Serialize};
 
+use crate::optimizer::Optimizer;
 use crate::sampler::Sampler;
-
-/// The update rule applied to the noisy average gradient.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Optimizer {
-    /// SGD with (PyTorch-style) momentum: v ← μv + g, θ ← θ − ηv.
-    Sgd {
-        /// η.
-        lr: f64,
-        /// μ.
-        momentum: f64,
-    },
-    /// Adam (NoisyAdam when fed noisy gradients), with bias correction.
-    Adam {
-        /// η.
-        lr: f64,
-        /// β₁.
-        beta1: f64,
-        /// β₂.
-        beta2: f64,
-        /// ε of the denominator.
-        eps: f64,
-    },
-}
 
 /// Everything a training run needs besides the model and the data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -98,20 +75,13 @@ pub enum Clipping {
 }
 
 impl PrivacyConfig {
-    pub(crate) fn clip_rule(&self) -> ClipRule {
-        let c = self.max_grad_norm as f32;
+    /// The clipping rule these settings describe: `clipping` at `max_grad_norm`.
+    pub fn clip_rule(&self) -> ClipRule {
+        let c = self.max_grad_norm;
         match self.clipping {
             Clipping::Flat => ClipRule::Flat { max_norm: c },
             Clipping::PerLayer => ClipRule::PerLayer { max_norm: c },
             Clipping::Automatic => ClipRule::Automatic { gamma: c },
-        }
-    }
-
-    /// The L2 sensitivity of the clipped sum.
-    pub(crate) fn sensitivity(&self) -> f64 {
-        match self.clipping {
-            Clipping::Flat | Clipping::PerLayer => self.max_grad_norm,
-            Clipping::Automatic => 1.0,
         }
     }
 }

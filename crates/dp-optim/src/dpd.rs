@@ -24,6 +24,7 @@ use dp_models::data::Dataset;
 use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
+use crate::algorithm::Algorithm;
 use crate::error::{Error, Result};
 use crate::evaluate::for_each_logit_batch;
 use crate::{
@@ -384,14 +385,12 @@ impl DpdTraining {
             }
         }
     }
+}
 
+impl<M: PrivateModel> Algorithm<M> for DpdTraining {
     /// One DPD iteration: lr_t (and, for the literal placement, the noise) for this step,
     /// the engine's clipped, noised step, then the prior's shrinkage.
-    pub fn step<M: PrivateModel>(
-        &self,
-        engine: &mut PrivacyEngine<M>,
-        data: &Dataset,
-    ) -> Result<StepReport> {
+    fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
         let t = engine.steps();
         let lr = self.schedule.at(t);
         engine.set_learning_rate(lr)?;
@@ -401,10 +400,9 @@ impl DpdTraining {
         let report = engine.step(data)?;
         if self.prior_precision > 0.0 {
             let shrink = (1.0 - lr * self.prior_precision / data.len() as f64) as f32;
-            let (model, _) = engine.model_and_noise();
-            let mut theta = model.parameters()?;
+            let mut theta = engine.model().parameters()?;
             theta.iter_mut().for_each(|w| *w *= shrink);
-            model.set_parameters(&theta)?;
+            engine.model().set_parameters(&theta)?;
         }
         Ok(report)
     }
@@ -540,43 +538,49 @@ impl PredictiveAverage {
     }
 }
 
-/// One non-private step with Gaussian dropout on the weights (multiplicative noise
-/// `θ ⊙ (1 + √α ξ)`, ξ ~ N(0, I), one draw per step for the whole batch, which is the
-/// `N(0, α θ²)` perturbation DPD's reading of dropout refers to): the gradient is taken at
-/// the perturbed weights and applied to the unperturbed ones. The baseline of the DPD
-/// stand-in experiment; refused on a private engine, whose ledger would not cover it.
-pub fn gaussian_dropout_step<M: PrivateModel>(
-    engine: &mut PrivacyEngine<M>,
-    data: &Dataset,
-    alpha: f64,
-) -> Result<StepReport> {
-    if engine.config().privacy.is_some() {
-        return Err(Error::InvalidConfig(
-            "Gaussian weight dropout is a non-private baseline; use a non-private engine".into(),
-        ));
+/// The non-private baseline of the DPD stand-in experiment: Gaussian dropout on the
+/// weights (multiplicative noise `θ ⊙ (1 + √α ξ)`, ξ ~ N(0, I), one draw per step for the
+/// whole batch, which is the `N(0, α θ²)` perturbation DPD's reading of dropout refers
+/// to): the gradient is taken at the perturbed weights and applied to the unperturbed
+/// ones. Refused on a private engine, whose ledger would not cover it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GaussianDropout {
+    /// The dropout rate α ≥ 0 (the perturbation's variance relative to θ²).
+    pub alpha: f64,
+}
+
+impl<M: PrivateModel> Algorithm<M> for GaussianDropout {
+    fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
+        if engine.config().privacy.is_some() {
+            return Err(Error::InvalidConfig(
+                "Gaussian weight dropout is a non-private baseline; use a non-private engine"
+                    .into(),
+            ));
+        }
+        let alpha = self.alpha;
+        if !(alpha.is_finite() && alpha >= 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "dropout rate alpha {alpha} must be >= 0"
+            )));
+        }
+        let theta = engine.model().parameters()?;
+        let mut perturbed = vec![0.0f32; theta.len()];
+        engine
+            .noise_source()
+            .fill_standard_normal_f32(&mut perturbed);
+        let scale = alpha.sqrt() as f32;
+        for (p, &w) in perturbed.iter_mut().zip(&theta) {
+            *p = w * (1.0 + scale * *p);
+        }
+        engine.model().set_parameters(&perturbed)?;
+        let report = engine.step(data)?;
+        let updated = engine.model().parameters()?;
+        let restored: Vec<f32> = theta
+            .iter()
+            .zip(updated.iter().zip(&perturbed))
+            .map(|(&w, (&after, &before))| w + (after - before))
+            .collect();
+        engine.model().set_parameters(&restored)?;
+        Ok(report)
     }
-    if !(alpha.is_finite() && alpha >= 0.0) {
-        return Err(Error::InvalidConfig(format!(
-            "dropout rate alpha {alpha} must be >= 0"
-        )));
-    }
-    let (model, noise) = engine.model_and_noise();
-    let theta = model.parameters()?;
-    let mut perturbed = vec![0.0f32; theta.len()];
-    noise.fill_standard_normal_f32(&mut perturbed);
-    let scale = alpha.sqrt() as f32;
-    for (p, &w) in perturbed.iter_mut().zip(&theta) {
-        *p = w * (1.0 + scale * *p);
-    }
-    model.set_parameters(&perturbed)?;
-    let report = engine.step(data)?;
-    let (model, _) = engine.model_and_noise();
-    let updated = model.parameters()?;
-    let restored: Vec<f32> = theta
-        .iter()
-        .zip(updated.iter().zip(&perturbed))
-        .map(|(&w, (&after, &before))| w + (after - before))
-        .collect();
-    model.set_parameters(&restored)?;
-    Ok(report)
 }

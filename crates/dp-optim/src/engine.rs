@@ -1,16 +1,17 @@
-//! The privacy engine: sampler → charge reserved on the ledger → fused forward/backward
-//! with clipping → noise → charge recorded → update; fail-closed, with a budget enforced
-//! on the ledger itself and checkpoints that keep every charge.
+//! The privacy engine: the model, its ledger behind a budget filter, the noise source
+//! and the optimiser state of one private training run. Its public steps (`step.rs`:
+//! reserve the charge, draw a batch, clip, release through the Gaussian mechanism,
+//! update) are what every [`Algorithm`](crate::Algorithm) is written with; fail-closed,
+//! with a budget enforced on the ledger itself and checkpoints that keep every charge.
 
-use candle_core::{Device, Tensor};
 use dp_accounting::{Accountant, BudgetFilter, DynAccountant, Ledger};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::{ClipRule, FusedModel};
+use dp_models::fused::FusedModel;
 use dp_models::PrivateModel;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
+use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::evaluate::accuracy;
 use crate::fingerprint::RunFingerprint;
@@ -18,6 +19,9 @@ use crate::sampler::{Sampler, ShuffleState};
 
 mod charges;
 mod resume;
+mod step;
+
+pub use step::{ClippedSum, NoisyGradient, Snapshot, StepCharge};
 
 /// What one step did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -56,7 +60,6 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     moments: Vec<Vec<f32>>,
     steps: u64,
     nonfinite: u64,
-    batch: Vec<usize>,
     features: Vec<f32>,
     labels: Vec<u32>,
     physical_batch_size: Option<usize>,
@@ -91,10 +94,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         };
         let fingerprint =
             RunFingerprint::of(&config, &model.architecture(), noise.is_reproducible());
-        let moments = match config.optimizer {
-            Optimizer::Sgd { .. } => vec![vec![0.0; model.num_params()]],
-            Optimizer::Adam { .. } => vec![vec![0.0; model.num_params()]; 2],
-        };
+        let moments = config.optimizer.initial_moments(model.num_params());
         Ok(PrivacyEngine {
             model,
             config,
@@ -108,7 +108,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             moments,
             steps: 0,
             nonfinite: 0,
-            batch: Vec::new(),
             features: Vec::new(),
             labels: Vec::new(),
             physical_batch_size: None,
@@ -145,17 +144,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// schedules). The rate is not part of the privacy analysis: the update is a
     /// post-processing of the noisy sum.
     pub fn set_learning_rate(&mut self, lr: f64) -> Result<()> {
-        if !(lr.is_finite() && lr >= 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "learning rate {lr} must be finite and >= 0"
-            )));
-        }
-        match &mut self.config.optimizer {
-            Optimizer::Sgd { lr: current, .. } | Optimizer::Adam { lr: current, .. } => {
-                *current = lr;
-            }
-        }
-        Ok(())
+        self.config.optimizer.set_learning_rate(lr)
     }
 
     /// Sets σ from the next step on; the ledger records every step with its own σ and the
@@ -194,10 +183,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         &self.config
     }
 
-    /// The model's parameters and the engine's noise source, for update rules layered on
-    /// the engine (DPD's prior term, Gaussian weight dropout).
-    pub(crate) fn model_and_noise(&mut self) -> (&M, &mut NoiseSource) {
-        (&self.model, &mut self.noise)
+    /// The engine's randomness (ChaCha20; OS-seeded in production), for the random
+    /// choices of an algorithm that release nothing by themselves (an acceptance draw, a
+    /// perturbation of θ before a step). A value computed from private data must be
+    /// released through [`release`](Self::release) or
+    /// [`release_value`](Self::release_value), which charge the ledger first.
+    pub fn noise_source(&mut self) -> &mut NoiseSource {
+        &mut self.noise
     }
 
     /// The number of steps the budget allows when every step is the sampler's event at
@@ -261,188 +253,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             records: data.len(),
             digest,
         });
-        Ok(())
-    }
-
-    /// One training step on `data` (which must have `dataset_size` records): the charge
-    /// is reserved first ([`Error::BudgetExhausted`] if it does not fit), recorded once
-    /// the noisy gradient is ready, and only then is θ updated.
-    pub fn step(&mut self, data: &Dataset) -> Result<StepReport> {
-        self.check_data(data)?;
-        let reservation = self.reserve_step()?;
-        let n = self.dataset_size;
-        self.config
-            .sampler
-            .draw(n, &mut self.noise, &mut self.shuffle, &mut self.batch);
-        let b = self.batch.len();
-        let (mut gradient, loss_sum, nonfinite) = self.clipped_sum(data)?;
-        if let Some(p) = &self.config.privacy {
-            let std = p.noise_multiplier * p.sensitivity();
-            #[cfg(feature = "fault-injection")]
-            let std = crate::fault::noise_std(self.fault, std);
-            self.noise.add_gaussian_f32(&mut gradient, std);
-        }
-        if let Some(bad) = gradient.iter().position(|g| !g.is_finite()) {
-            return Err(Error::UnprotectedParameter(format!(
-                "parameter {bad} has a non-finite noisy gradient"
-            )));
-        }
-        let divisor = match self.config.normalisation {
-            GradientNormalisation::ExpectedBatchSize => self.config.sampler.expected_batch_size(n),
-            GradientNormalisation::RealisedBatchSize => b as f64,
-        };
-        let scale = 1.0 / divisor.max(1.0);
-        gradient.iter_mut().for_each(|g| *g *= scale as f32);
-        if let (Some(filter), Some(reservation)) = (&mut self.ledger, reservation) {
-            filter.commit(reservation)?;
-        }
-        self.apply_update(&gradient)?;
-        self.steps += 1;
-        self.nonfinite += nonfinite as u64;
-        Ok(StepReport {
-            batch_size: b,
-            mean_loss: if b == 0 {
-                f64::NAN
-            } else {
-                loss_sum / b as f64
-            },
-            nonfinite_gradients: nonfinite,
-        })
-    }
-
-    /// The clipped gradient sum of the drawn batch, in physical slices; fail-closed: every
-    /// slice's sum must cover every parameter. Also the loss sum and the count of
-    /// non-finite per-example gradients (neither is covered by ε: see [`StepReport`]).
-    fn clipped_sum(&mut self, data: &Dataset) -> Result<(Vec<f32>, f64, usize)> {
-        let p_count = self.model.num_params();
-        let rule = self.clip_rule();
-        let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
-        let mut gradient = vec![0.0f32; p_count];
-        let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
-        let size = data.example_size();
-        for slice in self.batch.chunks(physical) {
-            self.features.clear();
-            self.labels.clear();
-            for &i in slice {
-                self.features
-                    .extend_from_slice(&data.features[i * size..][..size]);
-                self.labels.push(data.labels[i]);
-            }
-            let x = Tensor::from_slice(&self.features, (slice.len(), size), &Device::Cpu)?;
-            let clipped = self
-                .model
-                .clipped_gradient(&x, &self.labels, data.classes, rule)?;
-            if clipped.sum.len() != p_count {
-                return Err(Error::UnprotectedParameter(format!(
-                    "the model's clipped sum covers {} of its {p_count} parameters",
-                    clipped.sum.len()
-                )));
-            }
-            gradient
-                .iter_mut()
-                .zip(&clipped.sum)
-                .for_each(|(g, s)| *g += s);
-            nonfinite += clipped
-                .squared_norms
-                .iter()
-                .filter(|v| !v.is_finite())
-                .count();
-            loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
-        }
-        Ok((gradient, loss_sum, nonfinite))
-    }
-
-    #[cfg(feature = "fault-injection")]
-    pub(crate) fn set_fault(&mut self, fault: Option<crate::fault::Fault>) {
-        self.fault = fault;
-    }
-
-    /// The clipping rule in force (none for a non-private run).
-    fn clip_rule(&self) -> ClipRule {
-        let rule = self
-            .config
-            .privacy
-            .as_ref()
-            .map_or(ClipRule::None, PrivacyConfig::clip_rule);
-        #[cfg(feature = "fault-injection")]
-        let rule = crate::fault::clip_rule(self.fault, rule);
-        rule
-    }
-
-    /// θ and the optimiser moments, to undo an update (SA-DPSGD's rejections).
-    pub(crate) fn optimizer_snapshot(&self) -> Result<(Vec<f32>, Vec<Vec<f32>>)> {
-        Ok((self.model.parameters()?, self.moments.clone()))
-    }
-
-    /// Puts back a snapshot (the ledger keeps the step: it did touch the data).
-    pub(crate) fn restore_optimizer(&mut self, saved: (Vec<f32>, Vec<Vec<f32>>)) -> Result<()> {
-        self.model.set_parameters(&saved.0)?;
-        self.moments = saved.1;
-        Ok(())
-    }
-
-    /// The indices of the last step's batch.
-    pub(crate) fn last_batch(&self) -> &[usize] {
-        &self.batch
-    }
-
-    /// A batch drawn with the engine's sampler, outside the training sequence.
-    pub(crate) fn draw_extra_batch(&mut self, n: usize) -> Vec<usize> {
-        self.draw_with(self.config.sampler, n)
-    }
-
-    /// A batch drawn with `sampler` from the engine's noise source.
-    pub(crate) fn draw_with(&mut self, sampler: Sampler, n: usize) -> Vec<usize> {
-        let mut out = Vec::new();
-        let mut shuffle = ShuffleState::default();
-        sampler.draw(n, &mut self.noise, &mut shuffle, &mut out);
-        out
-    }
-
-    /// Adds Gaussian noise of standard deviation `std` to `value`.
-    pub(crate) fn gaussian(&mut self, std: f64) -> f64 {
-        std * self.noise.standard_normal()
-    }
-
-    /// A uniform draw from the engine's noise source.
-    pub(crate) fn uniform(&mut self) -> f64 {
-        self.noise.uniform()
-    }
-
-    fn apply_update(&mut self, gradient: &[f32]) -> Result<()> {
-        let mut theta = self.model.parameters()?;
-        match self.config.optimizer {
-            Optimizer::Sgd { lr, momentum } => {
-                let v = &mut self.moments[0];
-                for ((t, vi), &g) in theta.iter_mut().zip(v.iter_mut()).zip(gradient) {
-                    *vi = momentum as f32 * *vi + g;
-                    *t -= lr as f32 * *vi;
-                }
-            }
-            Optimizer::Adam {
-                lr,
-                beta1,
-                beta2,
-                eps,
-            } => {
-                let step = (self.steps + 1) as i32;
-                let (c1, c2) = (1.0 - beta1.powi(step), 1.0 - beta2.powi(step));
-                let (m, rest) = self.moments.split_at_mut(1);
-                for (((t, mi), vi), &g) in theta
-                    .iter_mut()
-                    .zip(m[0].iter_mut())
-                    .zip(rest[0].iter_mut())
-                    .zip(gradient)
-                {
-                    *mi = beta1 as f32 * *mi + (1.0 - beta1 as f32) * g;
-                    *vi = beta2 as f32 * *vi + (1.0 - beta2 as f32) * g * g;
-                    let m_hat = f64::from(*mi) / c1;
-                    let v_hat = f64::from(*vi) / c2;
-                    *t -= (lr * m_hat / (v_hat.sqrt() + eps)) as f32;
-                }
-            }
-        }
-        self.model.set_parameters(&theta)?;
         Ok(())
     }
 

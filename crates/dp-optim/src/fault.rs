@@ -4,10 +4,7 @@
 //! a faulty engine keeps charging its ledger as if it were correct, which is exactly the
 //! bug an audit must catch.
 
-use dp_models::fused::ClipRule;
-use dp_models::PrivateModel;
-
-use crate::engine::PrivacyEngine;
+use dp_models::ClipRule;
 
 /// What to break.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,27 +15,13 @@ pub enum Fault {
     SkipClipping,
 }
 
-/// The noise standard deviation under `fault`.
-pub(crate) fn noise_std(fault: Option<Fault>, std: f64) -> f64 {
-    if fault == Some(Fault::SkipNoise) {
-        0.0
-    } else {
-        std
-    }
-}
-
-/// The clipping rule under `fault`.
-pub(crate) fn clip_rule(fault: Option<Fault>, rule: ClipRule) -> ClipRule {
-    if fault == Some(Fault::SkipClipping) {
-        ClipRule::None
-    } else {
-        rule
-    }
-}
-
-impl<M: PrivateModel> PrivacyEngine<M> {
-    /// Breaks the engine (tests of the audit only).
-    pub fn inject_fault(&mut self, fault: Fault) {
-        self.set_fault(Some(fault));
+impl Fault {
+    /// The clipping rule applied under this fault (the engine still reports `rule`).
+    pub fn clip_rule(self, rule: ClipRule) -> ClipRule {
+        if self == Fault::SkipClipping {
+            ClipRule::None
+        } else {
+            rule
+        }
     }
 }

@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Optimizer, TrainConfig};
+use crate::config::TrainConfig;
 use crate::error::{Error, Result};
+use crate::optimizer::Optimizer;
 
 /// One setting of a run that a checkpoint records. The names are those of `dp train`'s
 /// flags, so that a refused resume names the flag to look at.

@@ -13,8 +13,9 @@ use dp_accounting::gdp::{mu_poisson, recalibrate_sigma};
 use dp_accounting::{AccountantKind, OrderGrid};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
+use crate::config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig};
 use crate::error::{Error, Result};
+use crate::optimizer::Optimizer;
 use crate::sampler::Sampler;
 
 /// The hyper-parameters shared by NoisySGD and NoisyAdam.

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod algorithm;
 pub mod annealing;
 pub mod audit;
 mod checkpoint;
@@ -18,13 +19,16 @@ mod evaluate;
 pub mod fault;
 mod fingerprint;
 pub mod gdp;
+mod optimizer;
 mod sampler;
 pub mod wide;
 
+pub use algorithm::{Algorithm, DpSgd};
 pub use checkpoint::{Checkpoint, CheckpointDir, CHECKPOINT_FORMAT};
-pub use config::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
-pub use engine::{PrivacyEngine, StepReport};
+pub use config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig};
+pub use engine::{ClippedSum, NoisyGradient, PrivacyEngine, Snapshot, StepCharge, StepReport};
 pub use error::{Error, Result};
 pub use evaluate::{accuracy, expected_class_rmse};
 pub use fingerprint::{RunField, RunFingerprint};
+pub use optimizer::Optimizer;
 pub use sampler::{Sampler, ShuffleState};

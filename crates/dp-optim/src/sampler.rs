@@ -1,6 +1,8 @@
-//! Batch samplers, each paired with the accounting event of one step.
+//! Batch samplers: how a step draws its batch. What a sampler means for privacy (the
+//! neighbouring relation, amplification, the event of a step) is its
+//! [`SamplingScheme`]'s, in dp-accounting.
 
-use dp_accounting::{DpEvent, NeighbouringRelation};
+use dp_accounting::SamplingScheme;
 use dp_mechanisms::NoiseSource;
 use serde::{Deserialize, Serialize};
 
@@ -81,52 +83,21 @@ impl Sampler {
         }
     }
 
-    /// The neighbouring relation its accounting assumes.
-    pub fn relation(&self) -> NeighbouringRelation {
-        match self {
-            Sampler::Poisson { .. } => NeighbouringRelation::AddOrRemoveOne,
-            Sampler::FixedSize { .. } | Sampler::Shuffle { .. } => NeighbouringRelation::ReplaceOne,
-        }
-    }
-
-    /// The event of one step on a dataset of `n` records, where σ = `noise_multiplier` is
-    /// the noise standard deviation divided by the clipping bound C.
-    ///
-    /// Under add/remove neighbours (Poisson) the clipped sum has sensitivity C, so the
-    /// event's multiplier is σ. Under replace-one neighbours (fixed-size batches) one
-    /// replaced record moves the sum by up to 2C, so the event's multiplier — noise over
-    /// *sensitivity* — is σ/2.
-    pub fn step_event(&self, n: usize, noise_multiplier: f64) -> DpEvent {
+    /// The sampling scheme this sampler draws from on a dataset of `n` records: its
+    /// neighbouring relation and how it amplifies a mechanism are dp-accounting's
+    /// ([`SamplingScheme`]).
+    pub fn scheme(&self, n: usize) -> SamplingScheme {
         match *self {
-            Sampler::Poisson { sampling_rate } => {
-                DpEvent::poisson_sampled(sampling_rate, DpEvent::gaussian(noise_multiplier))
-            }
-            Sampler::FixedSize { batch_size } => DpEvent::sampled_without_replacement(
-                n as u64,
-                batch_size as u64,
-                DpEvent::gaussian(noise_multiplier / 2.0),
-            ),
-            // The whole epoch (see the variant's docs).
-            Sampler::Shuffle { .. } => DpEvent::gaussian(noise_multiplier / 2.0),
+            Sampler::Poisson { sampling_rate } => SamplingScheme::Poisson { sampling_rate },
+            Sampler::FixedSize { batch_size } => SamplingScheme::FixedSize {
+                dataset_size: n as u64,
+                batch_size: batch_size as u64,
+            },
+            Sampler::Shuffle { batch_size } => SamplingScheme::Shuffle {
+                dataset_size: n as u64,
+                batch_size: batch_size as u64,
+            },
         }
-    }
-
-    /// The event charged at step `step` (0-based), if that step costs privacy: every step
-    /// for Poisson and fixed-size sampling, the first step of each epoch for shuffling.
-    pub fn event_at_step(&self, n: usize, noise_multiplier: f64, step: u64) -> Option<DpEvent> {
-        match self {
-            Sampler::Shuffle { .. } if !step.is_multiple_of(self.steps_per_epoch(n) as u64) => None,
-            _ => Some(self.step_event(n, noise_multiplier)),
-        }
-    }
-
-    /// The event of the first `steps` steps of a run.
-    pub fn run_event(&self, n: usize, noise_multiplier: f64, steps: u64) -> DpEvent {
-        let charged = match self {
-            Sampler::Shuffle { .. } => steps.div_ceil(self.steps_per_epoch(n) as u64),
-            _ => steps,
-        };
-        DpEvent::self_composed(self.step_event(n, noise_multiplier), charged)
     }
 
     /// Draws one batch of indices into `out` (cleared first). `shuffle` carries the

@@ -73,7 +73,7 @@ fn rejected_updates_are_undone_and_every_iteration_is_charged() -> dp_optim::Res
     let (mut rejected, mut forced) = (0, 0);
     for _ in 0..60 {
         let before = engine.model().parameters()?;
-        let step = engine.step_annealed(&data, None, &config, &mut state)?;
+        let step = crate::anneal(&mut engine, &data, &config, &mut state)?;
         let after = engine.model().parameters()?;
         match step.decision {
             Decision::Rejected => {
@@ -117,7 +117,7 @@ fn rejected_updates_are_undone_and_every_iteration_is_charged() -> dp_optim::Res
         energy: EnergySource::Public,
         ..config
     };
-    let err = engine.step_annealed(&data, None, &public, &mut state);
+    let err = crate::anneal(&mut engine, &data, &public, &mut state);
     assert!(
         err.is_err(),
         "public energy without a public set is an error"
@@ -192,7 +192,7 @@ fn privatised_acceptance_is_charged_and_sound() -> dp_optim::Result<()> {
     };
     let mut state = AnnealingState::default();
     for _ in 0..20 {
-        let step = engine.step_annealed(&data, None, &annealing, &mut state)?;
+        let step = crate::anneal(&mut engine, &data, &annealing, &mut state)?;
         assert!(step.delta_energy.is_some_and(f64::is_finite));
     }
     let sound = annealed_accounting(
@@ -219,6 +219,6 @@ fn privatised_acceptance_is_charged_and_sound() -> dp_optim::Result<()> {
         },
         ..AnnealingConfig::default()
     };
-    assert!(engine.step_annealed(&data, None, &bad, &mut state).is_err());
+    assert!(crate::anneal(&mut engine, &data, &bad, &mut state).is_err());
     Ok(())
 }

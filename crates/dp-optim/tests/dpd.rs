@@ -7,10 +7,12 @@ use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
 use dp_models::PrivateModel;
 use dp_optim::dpd::{
-    gaussian_dropout_step, implied_dropout_rates, DpdBudget, DpdComposition, DpdTraining,
-    GaussianCalibration, NoisePlacement, PredictiveAverage, StepSizeSchedule,
+    implied_dropout_rates, DpdBudget, DpdComposition, DpdTraining, GaussianCalibration,
+    GaussianDropout, NoisePlacement, PredictiveAverage, StepSizeSchedule,
 };
-use dp_optim::{accuracy, GradientNormalisation, Optimizer, PrivacyEngine, Sampler, TrainConfig};
+use dp_optim::{
+    accuracy, Algorithm, GradientNormalisation, Optimizer, PrivacyEngine, Sampler, TrainConfig,
+};
 
 use super::toy_data;
 
@@ -221,7 +223,7 @@ fn the_ledger_records_the_noise_actually_added() -> dp_optim::Result<()> {
     let mut noise = NoiseSource::seeded(3);
     let data = toy_data(200, &mut noise);
     for placement in [NoisePlacement::ClippedSum, NoisePlacement::ParameterUpdate] {
-        let training = dpd(placement, 1.5);
+        let mut training = dpd(placement, 1.5);
         let model = FusedModel::new(mlp(8, &[16], 2, Activation::Tanh)?, &mut noise)?;
         let mut engine = PrivacyEngine::new(
             model,
@@ -232,14 +234,15 @@ fn the_ledger_records_the_noise_actually_added() -> dp_optim::Result<()> {
         for _ in 0..6 {
             training.step(&mut engine, &data)?;
         }
+        let scheme = training.sampler.scheme(data.len());
         let mut expected =
-            AccountantKind::RdpClassic.build(training.sampler.relation(), &OrderGrid::Int2To64)?;
+            AccountantKind::RdpClassic.build(scheme.relation(), &OrderGrid::Int2To64)?;
         for t in 0..6u64 {
             let multiplier = match placement {
                 NoisePlacement::ClippedSum => 3.0,
                 NoisePlacement::ParameterUpdate => 3.0 * 20.0 / training.schedule.at(t),
             };
-            expected.compose(&training.sampler.step_event(data.len(), multiplier), 1)?;
+            expected.compose(&scheme.amplify(scheme.gaussian_on_sum(multiplier)), 1)?;
         }
         let (ours, theirs) = (engine.epsilon()?.expect("private"), expected.epsilon(1e-5)?);
         assert!(
@@ -262,7 +265,7 @@ fn the_gaussian_prior_shrinks_the_weights() -> dp_optim::Result<()> {
     let data = toy_data(100, &mut noise);
     let spec = mlp(8, &[4], 2, Activation::Tanh)?;
     let run = |prior_precision: f64| -> dp_optim::Result<Vec<f32>> {
-        let training = DpdTraining {
+        let mut training = DpdTraining {
             prior_precision,
             ..dpd(NoisePlacement::ClippedSum, 1.0)
         };
@@ -309,11 +312,11 @@ fn gaussian_dropout_baseline() -> dp_optim::Result<()> {
     let data = toy_data(200, &mut noise);
     let mut zero = non_private_engine(data.len(), 9)?;
     let before = zero.model().parameters()?;
-    gaussian_dropout_step(&mut zero, &data, 0.0)?;
+    GaussianDropout { alpha: 0.0 }.step(&mut zero, &data)?;
     let after = zero.model().parameters()?;
     assert_ne!(before, after);
     let mut dropped = non_private_engine(data.len(), 9)?;
-    gaussian_dropout_step(&mut dropped, &data, 0.5)?;
+    GaussianDropout { alpha: 0.5 }.step(&mut dropped, &data)?;
     assert_ne!(after, dropped.model().parameters()?);
     for p in [&after, &dropped.model().parameters()?] {
         assert!(p.iter().all(|v| v.is_finite()));
@@ -326,7 +329,9 @@ fn gaussian_dropout_baseline() -> dp_optim::Result<()> {
         data.len(),
         NoiseSource::seeded(1),
     )?;
-    assert!(gaussian_dropout_step(&mut private, &data, 0.1).is_err());
+    assert!(GaussianDropout { alpha: 0.1 }
+        .step(&mut private, &data)
+        .is_err());
     Ok(())
 }
 

@@ -33,10 +33,11 @@ fn figure_4_accounting_through_the_noisy_sgd_config() -> dp_optim::Result<()> {
         let privacy = config.privacy.clone().expect("private");
         // The engine's ledger counts whole steps; the authors' T = epochs·n/B is fractional.
         let steps = epochs * 60_000 / 256;
+        let scheme = config.sampler.scheme(60_000);
         let mut accountant = privacy
             .accountant
-            .build(config.sampler.relation(), &privacy.orders)?;
-        accountant.compose(&config.sampler.step_event(60_000, sigma), steps)?;
+            .build(scheme.relation(), &privacy.orders)?;
+        accountant.compose(&scheme.amplify(scheme.gaussian_on_sum(sigma)), steps)?;
         let engine_ma = accountant.epsilon(1e-5)?;
         let t = epochs as f64 * 60_000.0 / 256.0;
         let (ma, _) = moments_accountant_epsilon(training.sampling_rate, sigma, t, 1e-5);

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use dp_accounting::{AccountantKind, DpEvent};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::{ClipRule, FusedModel};
+use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
+use dp_models::ClipRule;
 use dp_models::{ClippedGradient, PrivateModel};
 use dp_optim::annealing::{AnnealingConfig, AnnealingState, EnergySource};
 use dp_optim::{
@@ -267,7 +268,7 @@ fn extra_charges_count_against_the_budget() -> dp_optim::Result<()> {
     };
     let mut state = AnnealingState::default();
     let stopped = loop {
-        match e.step_annealed(&data, None, &annealing, &mut state) {
+        match crate::anneal(&mut e, &data, &annealing, &mut state) {
             Ok(_) => assert!(e.epsilon()?.expect("private") <= 2.0),
             Err(Error::BudgetExhausted { .. }) => break e.steps(),
             Err(other) => return Err(other),

@@ -18,6 +18,23 @@ use dp_optim::{
     TrainConfig,
 };
 
+/// One SA-DPSGD iteration with `config`, carrying the counters in `state`.
+fn anneal<M: dp_models::PrivateModel>(
+    engine: &mut PrivacyEngine<M>,
+    data: &Dataset,
+    config: &dp_optim::annealing::AnnealingConfig,
+    state: &mut dp_optim::annealing::AnnealingState,
+) -> dp_optim::Result<dp_optim::annealing::AnnealedStep> {
+    let mut sa = dp_optim::annealing::SaDpsgd {
+        config: *config,
+        state: std::mem::take(state),
+        public: None,
+    };
+    let out = sa.step_annealed(engine, data);
+    *state = sa.state;
+    out
+}
+
 fn toy_data(n: usize, noise: &mut NoiseSource) -> Dataset {
     let features: Vec<f32> = (0..n * 8).map(|_| noise.uniform() as f32).collect();
     let labels = (0..n).map(|i| u32::from(features[i * 8] > 0.5)).collect();
@@ -422,7 +439,8 @@ fn clipping_rules_run_through_the_engine() -> dp_optim::Result<()> {
 /// noise in the accounting).
 #[test]
 fn replace_one_events_use_twice_the_sensitivity() {
-    let event = Sampler::FixedSize { batch_size: 10 }.step_event(100, 3.0);
+    let fixed = Sampler::FixedSize { batch_size: 10 }.scheme(100);
+    let event = fixed.amplify(fixed.gaussian_on_sum(3.0));
     assert_eq!(
         event,
         dp_accounting::DpEvent::sampled_without_replacement(
@@ -431,7 +449,8 @@ fn replace_one_events_use_twice_the_sensitivity() {
             dp_accounting::DpEvent::gaussian(1.5)
         )
     );
-    let poisson = Sampler::Poisson { sampling_rate: 0.1 }.step_event(100, 3.0);
+    let poisson = Sampler::Poisson { sampling_rate: 0.1 }.scheme(100);
+    let poisson = poisson.amplify(poisson.gaussian_on_sum(3.0));
     assert_eq!(
         poisson,
         dp_accounting::DpEvent::poisson_sampled(0.1, dp_accounting::DpEvent::gaussian(3.0))
@@ -456,7 +475,7 @@ fn shuffled_epochs_cover_every_record_and_are_charged_per_epoch() -> dp_optim::R
     }
     assert_eq!(shuffle.steps_per_epoch(100), 4);
     assert_eq!(
-        shuffle.run_event(100, 2.0, 5),
+        shuffle.scheme(100).gaussian_run_event(2.0, 5),
         dp_accounting::DpEvent::self_composed(dp_accounting::DpEvent::gaussian(1.0), 2)
     );
 

@@ -4,9 +4,8 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use dp_accounting::{AccountantKind, Amplification, NeighbouringRelation, OrderGrid};
+use dp_accounting::{AccountantKind, Amplification, OrderGrid, SamplingScheme};
 use dp_optim::dpd::{DpdBudget, DpdComposition, GaussianCalibration};
-use dp_optim::Sampler;
 use serde::{Deserialize, Serialize};
 
 use super::accounting::pld_epsilon;
@@ -71,17 +70,16 @@ fn wide_orders() -> OrderGrid {
 /// ε at δ of T fixed-size steps (replace-one, Wang–Balle–Kasiviswanathan RDP) and of T
 /// Poisson steps (add/remove; RDP and PLD) with noise multiplier `z` = noise std / C.
 fn modern_epsilons(n: u64, batch: u64, z: f64, steps: u64, delta: f64) -> Result<(f64, f64, f64)> {
-    let fixed = Sampler::FixedSize {
-        batch_size: batch as usize,
+    let fixed = SamplingScheme::FixedSize {
+        dataset_size: n,
+        batch_size: batch,
     };
-    let mut replace_one =
-        AccountantKind::RdpClassic.build(NeighbouringRelation::ReplaceOne, &wide_orders())?;
-    replace_one.compose(&fixed.run_event(n as usize, z, steps), 1)?;
+    let mut replace_one = AccountantKind::RdpClassic.build(fixed.relation(), &wide_orders())?;
+    replace_one.compose(&fixed.gaussian_run_event(z, steps), 1)?;
     let q = batch as f64 / n as f64;
-    let poisson = Sampler::Poisson { sampling_rate: q };
-    let mut add_remove =
-        AccountantKind::RdpClassic.build(NeighbouringRelation::AddOrRemoveOne, &wide_orders())?;
-    add_remove.compose(&poisson.run_event(n as usize, z, steps), 1)?;
+    let poisson = SamplingScheme::Poisson { sampling_rate: q };
+    let mut add_remove = AccountantKind::RdpClassic.build(poisson.relation(), &wide_orders())?;
+    add_remove.compose(&poisson.gaussian_run_event(z, steps), 1)?;
     Ok((
         replace_one.epsilon(delta)?,
         add_remove.epsilon(delta)?,

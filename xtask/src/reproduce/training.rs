@@ -17,14 +17,14 @@ use dp_models::models::{
 };
 use dp_models::ncf::{NcfModel, NcfShape};
 use dp_models::PrivateModel;
-use dp_optim::annealing::{annealed_accounting, AnnealingState};
+use dp_optim::annealing::{annealed_accounting, AnnealingState, SaDpsgd};
 use dp_optim::dpd::{
-    gaussian_dropout_step, implied_dropout_rates, DpdBudget, DpdCalibration, DpdTraining,
-    DropoutRates, PredictiveAverage, StepSizeSchedule,
+    implied_dropout_rates, DpdBudget, DpdCalibration, DpdTraining, DropoutRates, GaussianDropout,
+    PredictiveAverage, StepSizeSchedule,
 };
 use dp_optim::gdp::{MuStopRule, NoisyTraining};
 use dp_optim::{
-    accuracy, expected_class_rmse, Checkpoint, Clipping, GradientNormalisation, Optimizer,
+    accuracy, expected_class_rmse, Checkpoint, Clipping, DpSgd, GradientNormalisation, Optimizer,
     PrivacyConfig, PrivacyEngine, Sampler, TrainConfig,
 };
 use indicatif::{ProgressBar, ProgressStyle};
@@ -526,11 +526,10 @@ impl Run<'_> {
             }
             if let Some(target) = self.run.calibrate_epsilon {
                 let (kind, orders) = (privacy.accountant, privacy.orders.clone());
-                let relation = config.sampler.relation();
-                let sampler = config.sampler;
+                let scheme = config.sampler.scheme(n);
                 let calibrated = calibrate_noise(
-                    || kind.build(relation, &orders),
-                    |z| sampler.run_event(n, z, steps),
+                    || kind.build(scheme.relation(), &orders),
+                    |z| scheme.gaussian_run_event(z, steps),
                     target,
                     t.delta,
                     CalibrationOptions::default(),
@@ -574,23 +573,29 @@ impl Run<'_> {
             engine.set_physical_batch_size(size)?;
         }
         let annealed = private && self.algorithm() == Algorithm::SaDpsgd;
-        let annealing = self.run.annealing.unwrap_or_default();
-        let mut state = AnnealingState::default();
+        let mut sa = SaDpsgd::new(self.run.annealing.unwrap_or_default(), None);
+        let mut algorithm: Box<dyn dp_optim::Algorithm<M>> =
+            match (&plan.dpd, self.run.gaussian_dropout, self.algorithm()) {
+                (Some(dpd), _, _) if private => Box::new(*dpd),
+                (_, Some(alpha), Algorithm::GaussianDropout) => Box::new(GaussianDropout { alpha }),
+                _ => Box::new(DpSgd),
+            };
         let (mut records, mut previous_wall) = (Vec::new(), 0.0);
         if let Ok(text) = std::fs::read_to_string(self.partial) {
             if let Ok(p) = serde_json::from_str::<Partial>(&text) {
                 engine.restore(&p.checkpoint)?;
                 records = p.records;
                 previous_wall = p.wall_s;
-                state = p.annealing.unwrap_or_default();
+                sa.state = p.annealing.unwrap_or_default();
             }
         }
         // SA-DPSGD's budget counts accepted steps; rejected iterations are capped at twice
         // the budget so a run that never accepts still ends.
         let mut budget = steps_per_epoch * u64::from(self.epochs);
         if let (Some(target), Some(p)) = (self.table.target_epsilon, &privacy) {
-            let make = || p.accountant.build(sampler.relation(), &p.orders);
-            let run = |steps| sampler.run_event(n, p.noise_multiplier, steps);
+            let scheme = sampler.scheme(n);
+            let make = || p.accountant.build(scheme.relation(), &p.orders);
+            let run = |steps| scheme.gaussian_run_event(p.noise_multiplier, steps);
             budget = budget.min(calibrate_steps(make, run, target, p.delta)?.value);
         }
         let max_iterations = if annealed { 3 * budget } else { budget };
@@ -611,36 +616,29 @@ impl Run<'_> {
             .map(|max_mu| MuStopRule { max_mu });
         let mut stopped_by_mu = !records.is_empty()
             && stop_rule.is_some_and(|r| r.should_stop(&training, engine.steps()));
-        let finished = |engine: &PrivacyEngine<M>, state: &AnnealingState, epoch: u32| {
+        let finished = |engine: &PrivacyEngine<M>, sa: &SaDpsgd, epoch: u32| {
             if annealed {
-                state.accepted >= budget || engine.steps() >= max_iterations
+                sa.state.accepted >= budget || engine.steps() >= max_iterations
             } else {
                 epoch >= self.epochs || engine.steps() >= budget
             }
         };
         let mut epoch = records.len() as u32;
-        while !finished(&engine, &state, epoch) && !stopped_by_mu {
+        while !finished(&engine, &sa, epoch) && !stopped_by_mu {
             epoch += 1;
             let (mut loss_sum, mut loss_steps) = (0.0, 0u64);
             for _ in 0..steps_per_epoch {
                 if let (Some(s), None) = (schedule, &plan.dpd) {
                     engine.set_learning_rate(s.at(engine.steps()))?;
                 }
+                // SA-DPSGD's budget counts accepted steps, which only it knows.
                 let mean_loss = if annealed {
-                    if state.accepted >= budget {
+                    if sa.state.accepted >= budget {
                         break;
                     }
-                    engine
-                        .step_annealed(train, None, &annealing, &mut state)?
-                        .mean_loss
-                } else if let (Some(dpd), true) = (&plan.dpd, private) {
-                    dpd.step(&mut engine, train)?.mean_loss
-                } else if let (Some(alpha), Algorithm::GaussianDropout) =
-                    (self.run.gaussian_dropout, self.algorithm())
-                {
-                    gaussian_dropout_step(&mut engine, train, alpha)?.mean_loss
+                    dp_optim::Algorithm::step(&mut sa, &mut engine, train)?.mean_loss
                 } else {
-                    engine.step(train)?.mean_loss
+                    algorithm.step(&mut engine, train)?.mean_loss
                 };
                 if let Some(k) = self.table.predictive_iterates {
                     if !annealed && engine.steps() + k as u64 > budget {
@@ -686,10 +684,10 @@ impl Run<'_> {
                     n,
                     training.noise_multiplier,
                     training.delta,
-                    &annealing,
-                    &state,
+                    &sa.config,
+                    &sa.state,
                 )?;
-                (Some(a.paper_epsilon), Some(state.accepted))
+                (Some(a.paper_epsilon), Some(sa.state.accepted))
             } else {
                 (None, None)
             };
@@ -712,7 +710,7 @@ impl Run<'_> {
                 records: records.clone(),
                 checkpoint: engine.checkpoint()?,
                 wall_s,
-                annealing: annealed.then(|| state.clone()),
+                annealing: annealed.then(|| sa.state.clone()),
             };
             write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
         }

@@ -6,7 +6,7 @@ mod calibrate;
 mod train;
 
 use anyhow::{bail, Result};
-use dp_accounting::{AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
+use dp_accounting::{AccountantKind, DpEvent, NeighbouringRelation, OrderGrid, SamplingScheme};
 
 use crate::args::{
     AccountantChoice, Cli, Command, OrdersChoice, RunArgs, SamplingChoice, StepsRounding,
@@ -29,58 +29,32 @@ pub struct Run {
     pub sampling_rate: f64,
     /// `None` when the steps are to be solved for.
     pub steps: Option<u64>,
-    pub sampling: Sampling,
+    pub scheme: SamplingScheme,
     pub orders: OrderGrid,
     pub accountants: Vec<AccountantKind>,
     pub json: bool,
 }
 
-#[derive(Clone, Copy, Debug)]
-pub enum Sampling {
-    Poisson,
-    WithoutReplacement { dataset_size: u64, batch_size: u64 },
-}
-
 impl Run {
     pub fn relation(&self) -> NeighbouringRelation {
-        match self.sampling {
-            Sampling::Poisson => NeighbouringRelation::AddOrRemoveOne,
-            Sampling::WithoutReplacement { .. } => NeighbouringRelation::ReplaceOne,
-        }
+        self.scheme.relation()
     }
 
     /// The event of `steps` steps at noise multiplier σ (noise std / clipping norm); the
-    /// sampler decides the event, including σ/2 under replace-one neighbours.
+    /// sampling scheme decides the event, including σ/2 under replace-one neighbours.
     pub fn event(&self, sigma: f64, steps: u64) -> DpEvent {
-        let (sampler, n) = match self.sampling {
-            Sampling::Poisson => (
-                dp_optim::Sampler::Poisson {
-                    sampling_rate: self.sampling_rate,
-                },
-                0,
-            ),
-            Sampling::WithoutReplacement {
-                dataset_size,
-                batch_size,
-            } => (
-                dp_optim::Sampler::FixedSize {
-                    batch_size: batch_size as usize,
-                },
-                dataset_size as usize,
-            ),
-        };
-        DpEvent::self_composed(sampler.step_event(n, sigma), steps)
+        self.scheme.gaussian_run_event(sigma, steps)
     }
 
     pub fn describe(&self) -> String {
-        match self.sampling {
-            Sampling::Poisson => {
-                format!("Poisson sampling q = {}, add-or-remove-one neighbours", number(self.sampling_rate))
-            }
-            Sampling::WithoutReplacement { dataset_size, batch_size } => format!(
+        match self.scheme {
+            SamplingScheme::FixedSize { dataset_size, batch_size } => format!(
                 "batches of {batch_size} of {dataset_size} without replacement (q = {}), replace-one neighbours (sensitivity 2C: event noise multiplier sigma/2)",
                 number(self.sampling_rate)
             ),
+            _ => {
+                format!("Poisson sampling q = {}, add-or-remove-one neighbours", number(self.sampling_rate))
+            }
         }
     }
 }
@@ -158,10 +132,10 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
         (None, None) if steps_required => bail!("missing the run length: give --steps or --epochs"),
         (None, None) => None,
     };
-    let sampling = match (args.sampling, sizes) {
-        (SamplingChoice::Poisson, _) => Sampling::Poisson,
+    let scheme = match (args.sampling, sizes) {
+        (SamplingChoice::Poisson, _) => SamplingScheme::Poisson { sampling_rate },
         (SamplingChoice::WithoutReplacement, Some((dataset_size, batch_size))) => {
-            Sampling::WithoutReplacement {
+            SamplingScheme::FixedSize {
                 dataset_size,
                 batch_size,
             }
@@ -186,7 +160,7 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
     Ok(Run {
         sampling_rate,
         steps,
-        sampling,
+        scheme,
         orders,
         accountants,
         json: args.json,

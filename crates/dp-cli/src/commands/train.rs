@@ -221,8 +221,9 @@ fn privacy(
     let sigma = match (args.sigma, args.target_epsilon) {
         (Some(s), _) => s,
         (None, Some(target)) => {
-            let make = || accountant.build(sampler.relation(), &orders);
-            let event = |s: f64| sampler.run_event(n, s, total_steps);
+            let scheme = sampler.scheme(n);
+            let make = || accountant.build(scheme.relation(), &orders);
+            let event = |s: f64| scheme.gaussian_run_event(s, total_steps);
             let options = CalibrationOptions {
                 relative_tolerance: 1e-4,
                 ..CalibrationOptions::default()

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use candle_core::{DType, Device, Tensor, TensorId, Var, D};
 
 use crate::error::{Error, Result};
-use crate::fused::ClipRule;
+use crate::ClipRule;
 
 mod cpu_ops;
 use cpu_ops::{

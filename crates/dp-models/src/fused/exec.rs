@@ -5,50 +5,10 @@ use rayon::prelude::*;
 
 use super::kernels::{col2im, dot, im2col, matmul, sum_of_squares, tanh_fast, ConvGeometry, Mat};
 use super::spec::{size, Kind, LayerPlan, NetSpec};
+use crate::ClipRule;
 
 /// Chunks per batch, fixed so that sums are bit-reproducible whatever the thread count.
 pub const CHUNKS: usize = 16;
-
-/// How per-sample gradients are combined in the backward.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ClipRule {
-    /// Plain sum, no clipping: the non-private baseline.
-    None,
-    /// Opacus-style flat clipping: `cᵢ = min(1, C / (‖gᵢ‖ + 1e-6))`.
-    Flat {
-        /// The clipping norm C.
-        max_norm: f32,
-    },
-    /// AUTO-S (Bu et al. 2022): `cᵢ = 1 / (‖gᵢ‖ + γ)`, so every clipped gradient has norm
-    /// below 1 (sensitivity 1).
-    Automatic {
-        /// γ (the paper uses 0.01).
-        gamma: f32,
-    },
-    /// Per-layer clipping with an equal split: each of the L parametric layers' gradient
-    /// is clipped to C/√L, so the whole per-sample gradient still has norm ≤ C
-    /// (sensitivity C, as with flat clipping).
-    PerLayer {
-        /// The total clipping norm C.
-        max_norm: f32,
-    },
-}
-
-impl ClipRule {
-    /// The clip factor for a gradient (or, for `PerLayer`, one layer's gradient among
-    /// `layers`) of squared norm `squared_norm`.
-    pub fn factor(self, squared_norm: f32, layers: usize) -> f32 {
-        let norm = squared_norm.sqrt();
-        match self {
-            ClipRule::None => 1.0,
-            ClipRule::Flat { max_norm } => (max_norm / (norm + 1e-6)).min(1.0),
-            ClipRule::Automatic { gamma } => 1.0 / (norm + gamma),
-            ClipRule::PerLayer { max_norm } => {
-                (max_norm / (layers.max(1) as f32).sqrt() / (norm + 1e-6)).min(1.0)
-            }
-        }
-    }
-}
 
 /// Per-chunk scratch, sized once for the network.
 #[derive(Clone, Debug, Default)]

@@ -12,9 +12,7 @@ mod layout;
 mod ops;
 mod spec;
 
-pub use exec::{
-    backward, forward, per_sample_gradients, BackwardOutput, ClipRule, Workspace, CHUNKS,
-};
+pub use exec::{backward, forward, per_sample_gradients, BackwardOutput, Workspace, CHUNKS};
 pub use layout::{from_torch, to_torch, TorchLayer};
 pub(crate) use ops::f32_slice;
 pub use ops::FusedModel;

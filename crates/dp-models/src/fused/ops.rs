@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex};
 use candle_core::{CpuStorage, CustomOp2, Device, Layout, Shape, Tensor, Var};
 use dp_mechanisms::NoiseSource;
 
-use super::exec::{backward, forward, per_sample_gradients, BackwardOutput, ClipRule, Workspace};
+use super::exec::{backward, forward, per_sample_gradients, BackwardOutput, Workspace};
 use super::layout::{from_torch, to_torch, TorchLayer};
 use super::spec::{Kind, NetSpec};
 use crate::error::{Error, Result};
+use crate::ClipRule;
 
 /// The contiguous f32 data of a CPU custom op's input (an error otherwise).
 pub(crate) fn f32_slice<'a>(

@@ -46,10 +46,11 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 )));
             }
         }
-        let relation = sampler.relation();
+        let scheme = sampler.scheme(n);
+        let relation = scheme.relation();
         let accountant = p.accountant.build(relation, &p.orders)?;
         // The accountant must accept the sampler's event: a mismatch is an error.
-        let step = sampler.step_event(n, p.noise_multiplier);
+        let step = scheme.amplify(scheme.gaussian_on_sum(p.noise_multiplier));
         accountant.supports(&step)?;
         let Some(target) = p.target_epsilon else {
             let open = BudgetFilter::new(accountant, Budget::unbounded(p.delta)?);
@@ -67,25 +68,21 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             )));
         }
         let make = || p.accountant.build(relation, &p.orders);
-        let run = |t| sampler.run_event(n, p.noise_multiplier, t);
+        let run = |t| scheme.gaussian_run_event(p.noise_multiplier, t);
         let planned = calibrate_steps(make, run, target, p.delta)?.value;
         let budget = Budget::new(target, p.delta)?;
         Ok((Some(BudgetFilter::new(accountant, budget)), Some(planned)))
     }
 
-    /// The dry run of this step's charge (`None`: non-private, or a step that costs
+    /// The dry run of a charge of `event` (`None`: non-private, or a step that costs
     /// nothing, as inside a shuffled epoch).
-    pub(super) fn reserve_step(&self) -> Result<Option<Reservation<Box<dyn DynAccountant>>>> {
-        let (Some(filter), Some(p)) = (&self.ledger, &self.config.privacy) else {
-            return Ok(None);
-        };
-        let event =
-            self.config
-                .sampler
-                .event_at_step(self.dataset_size, p.noise_multiplier, self.steps);
-        match event {
-            None => Ok(None),
-            Some(event) => filter.reserve(&event, 1).map(Some).map_err(budget_error),
+    pub(super) fn reserve(
+        &self,
+        event: Option<&DpEvent>,
+    ) -> Result<Option<Reservation<Box<dyn DynAccountant>>>> {
+        match (&self.ledger, event) {
+            (Some(filter), Some(event)) => filter.reserve(event, 1).map(Some).map_err(budget_error),
+            _ => Ok(None),
         }
     }
 

@@ -1,0 +1,326 @@
+//! The engine's public steps, from which every algorithm is written (DP-SGD,
+//! [`PrivacyEngine::step`], is these five calls in order):
+//!
+//! 1. [`begin_step`](PrivacyEngine::begin_step) validates the data and reserves the
+//!    step's charge under the budget ([`Error::BudgetExhausted`] before anything is
+//!    drawn);
+//! 2. [`draw_batch`](PrivacyEngine::draw_batch) draws the batch with the run's sampler;
+//! 3. [`clipped_sum`](PrivacyEngine::clipped_sum) sums the clipped per-example gradients
+//!    (fail-closed: every parameter must be covered);
+//! 4. [`release`](PrivacyEngine::release) adds the Gaussian mechanism's noise, checks it,
+//!    and commits the charge: the noisy sum exists only once the ledger holds its event;
+//! 5. [`apply_update`](PrivacyEngine::apply_update) divides by the batch size the
+//!    configuration names and applies the optimiser.
+//!
+//! Also: [`release_value`](PrivacyEngine::release_value) for a scalar statistic (charged
+//! first), [`draw_extra_batch`](PrivacyEngine::draw_extra_batch) outside the training
+//! sequence, and [`snapshot`](PrivacyEngine::snapshot) / [`rollback`](PrivacyEngine::rollback)
+//! of θ and the optimiser moments.
+
+use candle_core::{Device, Tensor};
+use dp_accounting::{DynAccountant, Reservation, SamplingScheme};
+use dp_mechanisms::{GaussianMechanism, Mechanism};
+use dp_models::data::Dataset;
+use dp_models::{ClipRule, PrivateModel};
+
+use super::{PrivacyEngine, StepReport};
+use crate::config::{GradientNormalisation, PrivacyConfig};
+use crate::error::{Error, Result};
+use crate::sampler::{Sampler, ShuffleState};
+
+/// The reserved charge of one step and the mechanism it was reserved for: the noise
+/// [`release`](PrivacyEngine::release) adds and the event it commits come from this one
+/// value. Dropping it charges nothing.
+pub struct StepCharge {
+    reservation: Option<Reservation<Box<dyn DynAccountant>>>,
+    mechanism: Option<GaussianMechanism>,
+}
+
+impl StepCharge {
+    /// The Gaussian mechanism of the step (`None` for a non-private run): sensitivity
+    /// `sum_sensitivity(C)` of the sampler's relation (C, or 2C under replace-one), noise
+    /// standard deviation σC.
+    pub fn mechanism(&self) -> Option<&GaussianMechanism> {
+        self.mechanism.as_ref()
+    }
+}
+
+/// The sum of a batch's clipped per-example gradients, covering every parameter. Only
+/// the engine makes one; it is released through [`PrivacyEngine::release`].
+#[derive(Clone, Debug)]
+pub struct ClippedSum {
+    sum: Vec<f32>,
+    rule: ClipRule,
+    batch_size: usize,
+    loss_sum: f64,
+    nonfinite: usize,
+}
+
+impl ClippedSum {
+    /// The rule each example's gradient was bounded by.
+    pub fn rule(&self) -> ClipRule {
+        self.rule
+    }
+
+    /// The examples summed.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+}
+
+/// A released (noisy) gradient sum, charged to the ledger, with the batch's statistics
+/// that ε does **not** cover (loss, non-finite count; see [`StepReport`]).
+#[derive(Clone, Debug)]
+pub struct NoisyGradient {
+    sum: Vec<f32>,
+    batch_size: usize,
+    loss_sum: f64,
+    nonfinite: usize,
+}
+
+impl NoisyGradient {
+    /// The noisy sum `Σᵢ cᵢ∇ℓᵢ + N(0, σ²C²I)`, flat in the model's parameter order.
+    pub fn sum(&self) -> &[f32] {
+        &self.sum
+    }
+}
+
+/// θ and the optimiser moments at one point of a run, to undo later updates (the ledger
+/// keeps every charge made since: rolling back does not un-spend ε).
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    theta: Vec<f32>,
+    moments: Vec<Vec<f32>>,
+}
+
+impl<M: PrivateModel> PrivacyEngine<M> {
+    /// Validates `data` (which must have the engine's `dataset_size` records) and reserves
+    /// this step's charge: the sampler's amplification of the step's Gaussian mechanism
+    /// (nothing inside a shuffled epoch, nothing for a non-private run).
+    /// [`Error::BudgetExhausted`] if it does not fit the budget.
+    pub fn begin_step(&mut self, data: &Dataset) -> Result<StepCharge> {
+        self.check_data(data)?;
+        let Some(p) = &self.config.privacy else {
+            return Ok(StepCharge {
+                reservation: None,
+                mechanism: None,
+            });
+        };
+        let scheme = self.config.sampler.scheme(self.dataset_size);
+        let mechanism = step_mechanism(p, &scheme)?;
+        let event = scheme.event_at_step(mechanism.event(), self.steps);
+        Ok(StepCharge {
+            reservation: self.reserve(event.as_ref())?,
+            mechanism: Some(mechanism),
+        })
+    }
+
+    /// One DP-SGD step on `data` (which must have `dataset_size` records): the five
+    /// steps above in order. The charge is reserved first ([`Error::BudgetExhausted`]
+    /// if it does not fit), committed once the noisy gradient is ready, and only then is
+    /// θ updated.
+    pub fn step(&mut self, data: &Dataset) -> Result<StepReport> {
+        let charge = self.begin_step(data)?;
+        let batch = self.draw_batch();
+        let clipped = self.clipped_sum(data, &batch)?;
+        let noisy = self.release(charge, clipped)?;
+        self.apply_update(&noisy)
+    }
+
+    /// The next batch of the training sequence, drawn with the run's sampler.
+    pub fn draw_batch(&mut self) -> Vec<usize> {
+        let mut batch = Vec::new();
+        let n = self.dataset_size;
+        let sampler = self.config.sampler;
+        sampler.draw(n, &mut self.noise, &mut self.shuffle, &mut batch);
+        batch
+    }
+
+    /// A batch drawn with `sampler` outside the training sequence (a shuffled sampler
+    /// starts a fresh permutation). What is computed on it must be charged separately.
+    pub fn draw_extra_batch(&mut self, sampler: Sampler) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut shuffle = ShuffleState::default();
+        sampler.draw(self.dataset_size, &mut self.noise, &mut shuffle, &mut out);
+        out
+    }
+
+    /// The clipped gradient sum of the examples `batch` of `data`, in physical slices,
+    /// with the run's clipping rule; fail-closed: every slice's sum must cover every
+    /// parameter ([`Error::UnprotectedParameter`]).
+    pub fn clipped_sum(&mut self, data: &Dataset, batch: &[usize]) -> Result<ClippedSum> {
+        let p_count = self.model.num_params();
+        let rule = self.clip_rule();
+        #[cfg(feature = "fault-injection")]
+        let applied = self.fault.map_or(rule, |f| f.clip_rule(rule));
+        #[cfg(not(feature = "fault-injection"))]
+        let applied = rule;
+        let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
+        let mut sum = vec![0.0f32; p_count];
+        let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
+        let size = data.example_size();
+        for slice in batch.chunks(physical) {
+            self.features.clear();
+            self.labels.clear();
+            for &i in slice {
+                self.features
+                    .extend_from_slice(&data.features[i * size..][..size]);
+                self.labels.push(data.labels[i]);
+            }
+            let x = Tensor::from_slice(&self.features, (slice.len(), size), &Device::Cpu)?;
+            let clipped = self
+                .model
+                .clipped_gradient(&x, &self.labels, data.classes, applied)?;
+            if clipped.sum.len() != p_count {
+                return Err(Error::UnprotectedParameter(format!(
+                    "the model's clipped sum covers {} of its {p_count} parameters",
+                    clipped.sum.len()
+                )));
+            }
+            sum.iter_mut().zip(&clipped.sum).for_each(|(g, s)| *g += s);
+            nonfinite += clipped
+                .squared_norms
+                .iter()
+                .filter(|v| !v.is_finite())
+                .count();
+            loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
+        }
+        Ok(ClippedSum {
+            sum,
+            rule,
+            batch_size: batch.len(),
+            loss_sum,
+            nonfinite,
+        })
+    }
+
+    /// Releases `clipped` through the charge's Gaussian mechanism: noise added, every
+    /// coordinate checked finite ([`Error::UnprotectedParameter`] otherwise), the charge
+    /// committed, the step counted. Refused when the sum was clipped with a larger bound
+    /// than the mechanism was calibrated for, or not clipped at all in a private run.
+    pub fn release(&mut self, charge: StepCharge, clipped: ClippedSum) -> Result<NoisyGradient> {
+        let mut sum = clipped.sum;
+        if let Some(mechanism) = &charge.mechanism {
+            let scheme = self.config.sampler.scheme(self.dataset_size);
+            let bound = scheme
+                .relation()
+                .sum_sensitivity(clipped.rule.sensitivity().ok_or_else(|| {
+                    Error::UnprotectedParameter("a private step got an unclipped sum".into())
+                })?);
+            if bound > mechanism.sensitivity() {
+                return Err(Error::UnprotectedParameter(format!(
+                    "the sum's sensitivity {bound} exceeds the mechanism's {}",
+                    mechanism.sensitivity()
+                )));
+            }
+            #[cfg(feature = "fault-injection")]
+            let skip = self.fault == Some(crate::fault::Fault::SkipNoise);
+            #[cfg(not(feature = "fault-injection"))]
+            let skip = false;
+            if !skip {
+                mechanism.release_in_place_f32(&mut sum, &mut self.noise);
+            }
+        }
+        if let Some(bad) = sum.iter().position(|g| !g.is_finite()) {
+            return Err(Error::UnprotectedParameter(format!(
+                "parameter {bad} has a non-finite noisy gradient"
+            )));
+        }
+        if let (Some(filter), Some(reservation)) = (&mut self.ledger, charge.reservation) {
+            filter.commit(reservation)?;
+        }
+        self.steps += 1;
+        self.nonfinite += clipped.nonfinite as u64;
+        Ok(NoisyGradient {
+            sum,
+            batch_size: clipped.batch_size,
+            loss_sum: clipped.loss_sum,
+            nonfinite: clipped.nonfinite,
+        })
+    }
+
+    /// Divides the noisy sum by what the configuration names (the expected batch size by
+    /// default) and applies the optimiser to θ.
+    pub fn apply_update(&mut self, gradient: &NoisyGradient) -> Result<StepReport> {
+        let b = gradient.batch_size;
+        let divisor = match self.config.normalisation {
+            GradientNormalisation::ExpectedBatchSize => {
+                self.config.sampler.expected_batch_size(self.dataset_size)
+            }
+            GradientNormalisation::RealisedBatchSize => b as f64,
+        };
+        let scale = (1.0 / divisor.max(1.0)) as f32;
+        let average: Vec<f32> = gradient.sum.iter().map(|g| g * scale).collect();
+        let mut theta = self.model.parameters()?;
+        let step = self.steps.max(1);
+        self.config
+            .optimizer
+            .update(&mut theta, &mut self.moments, &average, step);
+        self.model.set_parameters(&theta)?;
+        Ok(StepReport {
+            batch_size: b,
+            mean_loss: if b == 0 {
+                f64::NAN
+            } else {
+                gradient.loss_sum / b as f64
+            },
+            nonfinite_gradients: gradient.nonfinite,
+        })
+    }
+
+    /// Releases one scalar statistic of private data through `mechanism`, run on a batch
+    /// drawn by `sampling`: the event `sampling.amplify(mechanism.event())` is charged
+    /// (under the budget) before the noise is drawn. `value` must have the mechanism's
+    /// sensitivity under the scheme's relation.
+    pub fn release_value(
+        &mut self,
+        value: f64,
+        mechanism: &GaussianMechanism,
+        sampling: &SamplingScheme,
+    ) -> Result<f64> {
+        self.charge(&sampling.amplify(mechanism.event()))?;
+        Ok(mechanism.release(value, &mut self.noise))
+    }
+
+    /// θ and the optimiser moments now.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        Ok(Snapshot {
+            theta: self.model.parameters()?,
+            moments: self.moments.clone(),
+        })
+    }
+
+    /// Puts back a [`snapshot`](Self::snapshot) (the ledger and the step count keep
+    /// every step since: they did touch the data).
+    pub fn rollback(&mut self, snapshot: Snapshot) -> Result<()> {
+        self.model.set_parameters(&snapshot.theta)?;
+        self.moments = snapshot.moments;
+        Ok(())
+    }
+
+    /// The clipping rule in force (none for a non-private run).
+    pub fn clip_rule(&self) -> ClipRule {
+        self.config
+            .privacy
+            .as_ref()
+            .map_or(ClipRule::None, PrivacyConfig::clip_rule)
+    }
+
+    /// Breaks the engine on purpose (the audit's tests only; see [`crate::fault`]).
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_fault(&mut self, fault: crate::fault::Fault) {
+        self.fault = Some(fault);
+    }
+}
+
+/// The Gaussian mechanism of a step under `scheme`: the clipped sum's sensitivity under
+/// the scheme's relation, and the noise σ·(clip rule's bound) that the configuration
+/// names (so the mechanism's own multiplier is σ/2 under replace-one).
+fn step_mechanism(p: &PrivacyConfig, scheme: &SamplingScheme) -> Result<GaussianMechanism> {
+    let bound = p.clip_rule().sensitivity().unwrap_or(p.max_grad_norm);
+    let factor = scheme.relation().sum_sensitivity(1.0);
+    Ok(GaussianMechanism::new(
+        bound * factor,
+        p.noise_multiplier / factor,
+    )?)
+}
