@@ -49,7 +49,7 @@ pub enum Amplification {
     Tight,
     /// `(2νε, νδ)` for ε ≤ 1: the looser form common in 2014–2017 papers (Beimel,
     /// Brenner, Kasiviswanathan, Nissim 2014 Lemma 4.4; used by the DPD paper, per
-    /// `shared/spec/papers.md` §1.4). Refused for ε > 1.
+    /// `docs/accounting.md`, "Amplification by subsampling"). Refused for ε > 1.
     Loose,
 }
 
@@ -73,7 +73,7 @@ pub fn amplify(epsilon: f64, delta: f64, rate: f64, bound: Amplification) -> Res
     }
 }
 
-/// DPD-AC's total (ε, δ) (`shared/spec/papers.md` §2.3): each of `steps` iterations is
+/// DPD-AC's total (ε, δ) (`docs/reproduction/dpd.md`, "DPD-AC: the privacy formula"): each of `steps` iterations is
 /// (ε_iter, δ_iter)-DP on its minibatch of rate ν, amplified by `amplification`, then
 /// composed by advanced composition (Dwork & Roth Thm 3.20) with slack `delta_prime`.
 /// With `first_order` the second term is `T·ε_step²` (the paper's form for small ε)
@@ -100,7 +100,7 @@ pub fn dpd_ac_epsilon(
     Ok((eps, delta))
 }
 
-/// Which reading of DPD-zCDP (`shared/spec/papers.md` §2.4; the formula is not in the
+/// Which reading of DPD-zCDP (`docs/reproduction/dpd.md`, "DPD-zCDP: two readings"; the formula is not in the
 /// available paper text).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -187,7 +187,7 @@ fn unsupported_events_are_named() -> Result<()> {
     Ok(())
 }
 
-/// dp_accounting's exponential-mechanism branch forgets `count` (peers.md §2.2); ours does
+/// dp_accounting's exponential-mechanism branch forgets `count` (`docs/accounting.md`, "RDP"); ours does
 /// not: SelfComposed(Exponential(1), 10) costs ten times one.
 #[test]
 fn exponential_mechanism_count_is_not_dropped() -> Result<()> {

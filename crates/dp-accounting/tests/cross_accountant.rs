@@ -167,7 +167,8 @@ fn advanced_composition_matches_theorem() -> Result<()> {
     Ok(())
 }
 
-/// Amplification bounds and the DPD accounting of papers.md §2.3–2.4.
+/// Amplification bounds and the DPD accounting (`docs/reproduction/dpd.md`, "DPD-AC" and
+/// "DPD-zCDP").
 #[test]
 fn amplification_and_dpd_accounting() -> Result<()> {
     let (eps, delta) = amplify(1.0, 1e-6, 0.01, Amplification::Tight)?;

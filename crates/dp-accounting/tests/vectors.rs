@@ -1,5 +1,5 @@
-//! The public test vectors of `shared/spec/peers.md` §4 (tables A, B, C) and
-//! `shared/spec/papers.md` §1.9, each pinned to its algorithm variant.
+//! The public test vectors of `docs/accounting.md`, "Test vectors" (tables A, B, C and
+//! "The papers' numbers"), each pinned to its algorithm variant.
 
 use dp_accounting::gdp::{self, epsilon_for_mu, mu_poisson, mu_uniform};
 use dp_accounting::rdp::curves::{self, poisson_gaussian};
@@ -419,7 +419,7 @@ fn c_opacus_mnist_table() -> Result<()> {
     Ok(())
 }
 
-// ---- papers.md §1.9: the GDP paper and Tramèr–Boneh -------------------------------------
+// ---- the papers' numbers: the GDP paper and Tramèr–Boneh -------------------------------------
 
 /// Moments-accountant ε of the GDP repository (`compute_epsilon`): T = epochs·n/B steps
 /// (not an integer), the GDP-repo order grid, classic conversion.

@@ -55,7 +55,7 @@ pub struct SparseOutcome {
 /// Thm 3.28 (NumericSparse); AboveThreshold is Thm 3.23. No RDP curve is used: the event
 /// is `EpsilonDelta { epsilon, delta }`.
 ///
-/// The Wide paper's Algorithm 1 (`shared/spec/papers.md` §1.8) runs NumericSparse on
+/// The Wide paper's Algorithm 1 (`docs/mechanisms.md`, "Sparse vector constants") runs NumericSparse on
 /// fᵢ = |uᵢ| of a gradient to release its largest coordinates: see
 /// [`release_largest_magnitudes`](Self::release_largest_magnitudes).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -1,4 +1,4 @@
-//! Empirical privacy audits (peers.md §5): run each mechanism on two neighbouring inputs
+//! Empirical privacy audits: run each mechanism on two neighbouring inputs
 //! many times and check that no set of outputs is more likely under one than e^ε times
 //! its probability under the other, beyond sampling error. Each audit also shows it has
 //! power: the privacy loss it observes is close to the claimed ε (or a smaller ε fails).

@@ -26,7 +26,7 @@ impl Activation {
 }
 
 /// The MNIST / Fashion-MNIST CNN of Tramèr & Boneh (and Papernot et al.), 26,010
-/// parameters (`shared/spec/papers.md` §4.4): Conv(1→16, k8, s2, p2) → act → MaxPool(2, 1)
+/// parameters (`docs/reproduction/sa-dpsgd.md`, "Experimental setup"): Conv(1→16, k8, s2, p2) → act → MaxPool(2, 1)
 /// → Conv(16→32, k4, s2) → act → MaxPool(2, 1) → Flatten(512) → Linear(32) → act →
 /// Linear(10).
 pub fn mnist_cnn(activation: Activation) -> Result<NetSpec> {
@@ -67,7 +67,7 @@ pub fn mnist_cnn(activation: Activation) -> Result<NetSpec> {
 }
 
 /// The CIFAR-10 CNN of Tramèr & Boneh (and Papernot et al.), 550,570 parameters
-/// (`shared/spec/papers.md` §4.4): [Conv3×3(p1) → act] × 2 per block with 32, 64 and 128
+/// (`docs/reproduction/sa-dpsgd.md`, "Experimental setup"): [Conv3×3(p1) → act] × 2 per block with 32, 64 and 128
 /// channels, MaxPool(2, 2) after each block, Flatten(2048) → Linear(128) → act →
 /// Linear(10).
 pub fn cifar10_cnn(activation: Activation) -> Result<NetSpec> {
@@ -96,7 +96,7 @@ pub fn cifar10_cnn(activation: Activation) -> Result<NetSpec> {
 }
 
 /// The GDP paper's MNIST CNN (Bu et al. 2020; the authors' PyTorch twin of their TF
-/// model, `shared/spec/papers.md` §3.4): Conv(1→16, k8, s2, p3) → ReLU → MaxPool(2, 1) →
+/// model, `docs/reproduction/gdp.md`, "Experiment settings"): Conv(1→16, k8, s2, p3) → ReLU → MaxPool(2, 1) →
 /// Conv(16→32, k4, s2) → ReLU → MaxPool(2, 1) → Flatten(512) → Linear(32) → ReLU →
 /// Linear(10); 26,010 parameters. Feature maps 14 → 13 → 5 → 4, as TF's `'same'` padding.
 pub fn gdp_mnist_cnn() -> Result<NetSpec> {
@@ -193,7 +193,7 @@ pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Res
 }
 
 /// The GDP paper's Adult model: 123 binary features → Dense(16, ReLU) → Dense(2), 2,018
-/// parameters (`shared/spec/papers.md` §3.4).
+/// parameters (`docs/reproduction/gdp.md`, "Experiment settings").
 pub fn adult_mlp() -> Result<NetSpec> {
     mlp(123, &[16], 2, Activation::Relu)
 }

@@ -1,5 +1,5 @@
 //! The GDP paper's neural collaborative filtering model for MovieLens
-//! (`shared/spec/papers.md` §3.4, adapted by the authors from He et al. 2017): a GMF part
+//! (`docs/reproduction/gdp.md`, "Experiment settings", adapted by the authors from He et al. 2017): a GMF part
 //! (user ⊙ item embeddings of width 5) and an MLP part without hidden layers (user and
 //! item embeddings of width 10, concatenated), joined (25) into a Dense(5) softmax.
 //!

@@ -1,5 +1,5 @@
 //! Word2vec with negative sampling on one shared embedding, as the Wide-network paper
-//! trains it (`shared/spec/papers.md` §5.3), with sparse per-example gradients, and the
+//! trains it (`docs/reproduction/wide.md`, "Experiment"), with sparse per-example gradients, and the
 //! Secret Sharer canaries that measure what it memorises.
 //!
 //! Readings where the paper is silent (all documented in `docs/reproduction/wide.md`):

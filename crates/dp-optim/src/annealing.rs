@@ -1,5 +1,5 @@
-//! SA-DPSGD (Fu, Chen, Wang et al. 2022, arXiv 2211.07218): DP-SGD whose noisy update is
-//! kept or undone by a simulated-annealing test (`shared/spec/papers.md` §4.2).
+//! SA-DPSGD (Fu, Chen, Ling et al. 2022, arXiv 2211.07218): DP-SGD whose noisy update is
+//! kept or undone by a simulated-annealing test (`docs/reproduction/sa-dpsgd.md`, "Eq. (3) and Algorithm 2, reconstructed").
 //!
 //! After each DP-SGD step the energy (mean cross-entropy) of the new weights is compared
 //! with a reference energy: the update is accepted when `ΔE ≤ 0`, otherwise with

@@ -28,7 +28,7 @@ pub struct TrainConfig {
 /// Gaussian mechanism releases), but with [`GradientNormalisation::RealisedBatchSize`]
 /// the update also depends on the realised Poisson batch size `|I_t|`, a count that the
 /// sampled-Gaussian analysis does not cover (it is not noised). It is offered because
-/// the GDP paper's code does it (`shared/spec/papers.md` §3.1); the default is the
+/// the GDP paper's code does it (`docs/reproduction/gdp.md`, "Algorithms 1 and 2"); the default is the
 /// expected batch size, as in Opacus.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

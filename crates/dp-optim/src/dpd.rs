@@ -1,5 +1,5 @@
 //! Differentially private dropout (Ermis & Cemgil 2017, arXiv 1712.01665;
-//! `shared/spec/papers.md` §2): SGLD whose injected noise is read as Gaussian dropout.
+//! `docs/reproduction/dpd.md`, "The paper as this reproduction reads it"): SGLD whose injected noise is read as Gaussian dropout.
 //!
 //! Each iteration clips per-example gradients to C, adds `N(0, (2C)²σ² I)` to their sum
 //! (replace-one neighbours: the sum has sensitivity 2C) and takes an SGLD-form step with a
@@ -37,13 +37,13 @@ use crate::{
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum DpdComposition {
     /// DPD-AC: amplify, then advanced composition (Dwork & Roth 2014, Thm 3.20) with
-    /// slack δ′ (`shared/spec/papers.md` §2.3).
+    /// slack δ′ (`docs/reproduction/dpd.md`, "DPD-AC: the privacy formula").
     Advanced {
         /// Use the paper's first-order form `√(2T ln 1/δ′)·ε + T·ε²`, which understates
         /// Thm 3.20's `T·ε(e^ε − 1)` and is therefore not a valid bound; off by default.
         first_order: bool,
     },
-    /// DPD-zCDP (`shared/spec/papers.md` §2.4; the formula is not in the available text).
+    /// DPD-zCDP (`docs/reproduction/dpd.md`, "DPD-zCDP: two readings"; the formula is not in the available text).
     Zcdp {
         /// Z2 (amplified pure-DP steps, the default) or Z1 (Gaussian, no amplification).
         reading: ZcdpReading,
@@ -86,7 +86,7 @@ pub struct DpdBudget {
     pub sampling_rate: f64,
     /// AC or zCDP.
     pub composition: DpdComposition,
-    /// The amplification-by-subsampling bound (`shared/spec/papers.md` §1.4).
+    /// The amplification-by-subsampling bound (`docs/accounting.md`, "Amplification by subsampling").
     pub amplification: Amplification,
     /// Classic or analytic Gaussian.
     pub gaussian: GaussianCalibration,
@@ -425,7 +425,7 @@ pub struct DropoutRates {
     pub clamped: usize,
 }
 
-/// α per layer (`shared/spec/papers.md` §2.1: the noise `N(0, 4C²σ²)` equals Gaussian
+/// α per layer (`docs/reproduction/dpd.md`, "What the paper text states": the noise `N(0, 4C²σ²)` equals Gaussian
 /// dropout `N(0, α θ²)` when `α = 4C²σ²/θ²`); θ² is clamped at 1e-12 and the clamped
 /// weights counted.
 pub fn implied_dropout_rates(

@@ -52,7 +52,7 @@ impl NoisyTraining {
                 delta: self.delta,
                 target_epsilon: None,
                 // The paper's "moments accountant" baseline: TF Privacy RDP, loose
-                // conversion, the authors' order grid (`shared/spec/papers.md` §3.3).
+                // conversion, the authors' order grid (`docs/reproduction/gdp.md`, "Privacy accounting").
                 accountant: AccountantKind::RdpClassic,
                 orders: OrderGrid::GdpPaper,
             }),
@@ -83,7 +83,7 @@ impl NoisyTraining {
 }
 
 /// The authors' stop rule: training ends once μ_CLT exceeds `max_mu` (2 in every script
-/// of the paper's repository, `shared/spec/papers.md` §3.3). Checked after each epoch,
+/// of the paper's repository, `docs/reproduction/gdp.md`, "Privacy accounting"). Checked after each epoch,
 /// as the scripts do, so the last epoch is the first with μ > `max_mu`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MuStopRule {

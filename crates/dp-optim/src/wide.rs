@@ -1,5 +1,5 @@
-//! Training word2vec privately as the Wide-network paper does (`shared/spec/papers.md`
-//! §5.2, Algorithm 3 as reconstructed): DP-SGD with Adam, and sparse DP-SGD that
+//! Training word2vec privately as the Wide-network paper does
+//! (`docs/reproduction/wide.md`, "Algorithms 2 and 3, reconstructed"): DP-SGD with Adam, and sparse DP-SGD that
 //! privately selects the largest coordinates of the clipped gradient sum and adds noise
 //! only there.
 //!

@@ -126,7 +126,7 @@ fn rejected_updates_are_undone_and_every_iteration_is_charged() -> dp_optim::Res
 }
 
 /// The paper's accountant (τ steps, classic conversion, α ∈ {2..64}) gives ε ≈ 3 for
-/// the Tramèr–Boneh settings of its Table 1 (`shared/spec/papers.md` §1.9), and the
+/// the Tramèr–Boneh settings of its Table 1 (`docs/accounting.md`, "Test vectors"), and the
 /// all-steps ε is never below it.
 #[test]
 fn paper_accountant_reproduces_the_table_1_budgets() -> dp_optim::Result<()> {

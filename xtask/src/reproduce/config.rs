@@ -153,7 +153,7 @@ pub struct LrDecay {
     pub power: f64,
 }
 
-/// The DPD settings shared by a table's DPD runs (`shared/spec/papers.md` §2).
+/// The DPD settings shared by a table's DPD runs (`docs/reproduction/dpd.md`, "The paper as this reproduction reads it").
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DpdTableConfig {
     /// δ′ of advanced composition (and of the zCDP conversion).

@@ -1,5 +1,5 @@
 //! UCI Adult (Kohavi & Becker 1996) with the LIBSVM a9a-style 123-feature binarisation
-//! used by the GDP paper's Adult experiment (`shared/spec/papers.md` §3.4).
+//! used by the GDP paper's Adult experiment (`docs/reproduction/gdp.md`, "Experiment settings").
 //!
 //! Each of the 8 categorical attributes becomes one indicator per category (a missing
 //! value `?` leaves its block all zero, as in a9a); each of the 6 continuous attributes

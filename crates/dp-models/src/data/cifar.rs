@@ -4,7 +4,7 @@
 //!
 //! Pixels are scaled to [0, 1] and normalised per channel with the mean (0.485, 0.456,
 //! 0.406) and standard deviation (0.229, 0.224, 0.225) that Tramèr & Boneh's code (and so
-//! SA-DPSGD) uses (`shared/spec/papers.md` §4.4); images stay NCHW.
+//! SA-DPSGD) uses (`docs/reproduction/sa-dpsgd.md`, "Experimental setup"); images stay NCHW.
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! IMDB Large Movie Review (Maas et al. 2011) from the canonical `aclImdb_v1.tar.gz`, as
 //! keras-style token-id sequences for the GDP paper's IMDB experiment
-//! (`shared/spec/papers.md` §3.4: 10,000 words, length 256).
+//! (`docs/reproduction/gdp.md`, "Experiment settings": 10,000 words, length 256).
 //!
 //! Tokens: lower-cased, `<br />` removed, split at every character that is not a letter,
 //! digit or apostrophe. Ids follow keras's `imdb.load_data` convention: 0 pads, 1 starts a

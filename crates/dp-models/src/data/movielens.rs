@@ -1,5 +1,5 @@
 //! MovieLens-1M (Harper & Konstan 2015) ratings for the GDP paper's recommender
-//! experiment (`shared/spec/papers.md` §3.4).
+//! experiment (`docs/reproduction/gdp.md`, "Experiment settings").
 //!
 //! `ratings.dat` lines are `UserID::MovieID::Rating::Timestamp`. Users are 1..=6040
 //! (→ 0-based), movie ids are dense-ranked (→ 0..3706), the label is rating − 1 (a
