@@ -7,14 +7,16 @@
 //! negative rows), so a step costs O(batch × rows × dim) for the gradients plus O(p) for
 //! the noise, the selection and Adam — never a dense gradient per example.
 
-use dp_accounting::DpEvent;
+use dp_accounting::{DpEvent, SamplingScheme};
 use dp_mechanisms::{
-    BudgetSplit, Mechanism, NoiseSource, SparseVariant, SparseVector, TopK, TopKMethod,
+    BudgetSplit, GaussianMechanism, Mechanism, NoiseSource, SparseVariant, SparseVector, TopK,
+    TopKMethod,
 };
 use dp_models::word2vec::{PairSet, SharedEmbedding, SparseGradient};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::optimizer::Optimizer;
 use crate::sampler::{Sampler, ShuffleState};
 
 /// How the coordinates that get noise are chosen.
@@ -93,8 +95,8 @@ pub struct WideTrainer {
     config: WideConfig,
     n: usize,
     noise: NoiseSource,
-    first_moment: Vec<f32>,
-    second_moment: Vec<f32>,
+    optimizer: Optimizer,
+    moments: Vec<Vec<f32>>,
     steps: u64,
     batch: Vec<usize>,
     gradients: Vec<SparseGradient>,
@@ -160,12 +162,19 @@ impl WideTrainer {
                 }
             }
         }
+        // Adam as the Wide paper's runs use it, TF's defaults.
+        let optimizer = Optimizer::Adam {
+            lr: config.lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        };
         Ok(WideTrainer {
             config,
             n,
             noise,
-            first_moment: vec![0.0; p],
-            second_moment: vec![0.0; p],
+            optimizer,
+            moments: optimizer.initial_moments(p),
             steps: 0,
             batch: Vec::new(),
             gradients: Vec::new(),
@@ -219,13 +228,14 @@ impl WideTrainer {
     /// read the same batch (accounted jointly by the RDP accountant's general
     /// Poisson-sampling bound; the Gaussian alone is exact).
     pub fn step_event(&self) -> Result<Option<DpEvent>> {
-        let q = self.config.sampling_rate;
+        let scheme = SamplingScheme::Poisson {
+            sampling_rate: self.config.sampling_rate,
+        };
         Ok(match self.config.method {
             WideMethod::NonPrivate => None,
-            WideMethod::DpSgd { noise_multiplier } => Some(DpEvent::poisson_sampled(
-                q,
-                DpEvent::gaussian(noise_multiplier),
-            )),
+            WideMethod::DpSgd { noise_multiplier } => {
+                Some(scheme.amplify(DpEvent::gaussian(noise_multiplier)))
+            }
             WideMethod::Sparse {
                 noise_multiplier, ..
             } => {
@@ -234,12 +244,9 @@ impl WideTrainer {
                     Some(Selector::Sparse(s)) => s.event(),
                     None => DpEvent::NoOp,
                 };
-                Some(DpEvent::poisson_sampled(
-                    q,
-                    DpEvent::Composed {
-                        events: vec![DpEvent::gaussian(noise_multiplier), selection],
-                    },
-                ))
+                Some(scheme.amplify(DpEvent::Composed {
+                    events: vec![DpEvent::gaussian(noise_multiplier), selection],
+                }))
             }
         })
     }
@@ -300,8 +307,8 @@ impl WideTrainer {
         let updated = match self.config.method {
             WideMethod::NonPrivate => self.sum.len(),
             WideMethod::DpSgd { noise_multiplier } => {
-                self.noise
-                    .add_gaussian_f32(&mut self.sum, noise_multiplier * s1);
+                GaussianMechanism::new(s1, noise_multiplier)?
+                    .release_in_place_f32(&mut self.sum, &mut self.noise);
                 self.sum.len()
             }
             WideMethod::Sparse {
@@ -373,25 +380,12 @@ impl WideTrainer {
         })
     }
 
-    /// Adam (β₁ 0.9, β₂ 0.999, ε 1e-8, bias-corrected) on `self.sum`.
+    /// Adam (β₁ 0.9, β₂ 0.999, ε 1e-8, bias-corrected) on `self.sum`, with the
+    /// optimiser kernel every algorithm uses.
     fn adam(&mut self) {
-        let (beta1, beta2, eps) = (0.9f64, 0.999f64, 1e-8f64);
-        let t = (self.steps + 1) as i32;
-        let (c1, c2) = (1.0 - beta1.powi(t), 1.0 - beta2.powi(t));
-        let lr = self.config.lr;
-        let weights = self.model.weights_mut();
-        for (((w, m), v), &g) in weights
-            .iter_mut()
-            .zip(self.first_moment.iter_mut())
-            .zip(self.second_moment.iter_mut())
-            .zip(&self.sum)
-        {
-            *m = beta1 as f32 * *m + (1.0 - beta1 as f32) * g;
-            *v = beta2 as f32 * *v + (1.0 - beta2 as f32) * g * g;
-            let m_hat = f64::from(*m) / c1;
-            let v_hat = f64::from(*v) / c2;
-            *w -= (lr * m_hat / (v_hat.sqrt() + eps)) as f32;
-        }
+        let (weights, moments) = (self.model.weights_mut(), &mut self.moments);
+        self.optimizer
+            .update(weights, moments, &self.sum, self.steps + 1);
     }
 
     /// The coordinates the last sparse step selected (empty for dense methods).
