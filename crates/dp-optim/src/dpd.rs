@@ -324,6 +324,12 @@ impl StepSizeSchedule {
     }
 }
 
+impl crate::LearningRateSchedule for StepSizeSchedule {
+    fn learning_rate(&self, step: u64) -> f64 {
+        self.at(step)
+    }
+}
+
 /// DPD's training loop settings, layered on a [`PrivacyEngine`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DpdTraining {

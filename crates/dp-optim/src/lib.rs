@@ -21,6 +21,7 @@ mod fingerprint;
 pub mod gdp;
 mod optimizer;
 mod sampler;
+mod trainer;
 pub mod wide;
 
 pub use algorithm::{Algorithm, DpSgd};
@@ -32,3 +33,4 @@ pub use evaluate::{accuracy, expected_class_rmse};
 pub use fingerprint::{RunField, RunFingerprint};
 pub use optimizer::Optimizer;
 pub use sampler::{Sampler, ShuffleState};
+pub use trainer::{Control, EpochSummary, FitOutcome, LearningRateSchedule, Observer, Trainer};

@@ -11,6 +11,7 @@ mod audit;
 mod dpd;
 mod gdp;
 mod guarantee;
+mod trainer;
 mod wide;
 
 use dp_optim::{

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use dp_accounting::gdp::{epsilon_for_mu, mu_poisson};
 use dp_accounting::{
     calibrate_noise, calibrate_steps, AccountantKind, CalibrationOptions, OrderGrid,
 };
@@ -17,25 +16,29 @@ use dp_models::models::{
 };
 use dp_models::ncf::{NcfModel, NcfShape};
 use dp_models::PrivateModel;
-use dp_optim::annealing::{annealed_accounting, AnnealingState, SaDpsgd};
+use dp_optim::annealing::{AnnealingState, SaDpsgd};
 use dp_optim::dpd::{
     implied_dropout_rates, DpdBudget, DpdCalibration, DpdTraining, DropoutRates, GaussianDropout,
     PredictiveAverage, StepSizeSchedule,
 };
 use dp_optim::gdp::{MuStopRule, NoisyTraining};
 use dp_optim::{
-    accuracy, expected_class_rmse, Checkpoint, Clipping, DpSgd, GradientNormalisation, Optimizer,
-    PrivacyConfig, PrivacyEngine, Sampler, TrainConfig,
+    Checkpoint, Clipping, DpSgd, GradientNormalisation, LearningRateSchedule, Optimizer,
+    PrivacyConfig, PrivacyEngine, Sampler, TrainConfig, Trainer,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::config::{
-    Algorithm, ClippingChoice, DatasetChoice, DpdTableConfig, LrDecay, Metric, ModelChoice,
-    RunConfig, SamplerChoice, TrainingTable,
+    Algorithm, ClippingChoice, DatasetChoice, DpdTableConfig, LrDecay, ModelChoice, RunConfig,
+    SamplerChoice, TrainingTable,
 };
 use super::Profile;
+
+mod epochs;
+
+use epochs::{EpochObserver, RunAlgorithm, StopRules};
 
 /// Train and test data of a table.
 pub struct LoadedData {
@@ -567,26 +570,30 @@ impl Run<'_> {
         let privacy = config.privacy.clone();
         let sampler = config.sampler;
         let schedule = self.schedule();
-        let mut predictive = PredictiveAverage::default();
         let mut engine = PrivacyEngine::new(model, config, n, noise)?;
         if let Some(size) = physical_batch {
             engine.set_physical_batch_size(size)?;
         }
         let annealed = private && self.algorithm() == Algorithm::SaDpsgd;
-        let mut sa = SaDpsgd::new(self.run.annealing.unwrap_or_default(), None);
-        let mut algorithm: Box<dyn dp_optim::Algorithm<M>> =
-            match (&plan.dpd, self.run.gaussian_dropout, self.algorithm()) {
-                (Some(dpd), _, _) if private => Box::new(*dpd),
-                (_, Some(alpha), Algorithm::GaussianDropout) => Box::new(GaussianDropout { alpha }),
-                _ => Box::new(DpSgd),
-            };
+        let mut algorithm: RunAlgorithm<M> = match (&plan.dpd, self.run.gaussian_dropout) {
+            _ if annealed => {
+                RunAlgorithm::Annealed(SaDpsgd::new(self.run.annealing.unwrap_or_default(), None))
+            }
+            (Some(dpd), _) if private => RunAlgorithm::Plain(Box::new(*dpd)),
+            (_, Some(alpha)) if self.algorithm() == Algorithm::GaussianDropout => {
+                RunAlgorithm::Plain(Box::new(GaussianDropout { alpha }))
+            }
+            _ => RunAlgorithm::Plain(Box::new(DpSgd)),
+        };
         let (mut records, mut previous_wall) = (Vec::new(), 0.0);
         if let Ok(text) = std::fs::read_to_string(self.partial) {
             if let Ok(p) = serde_json::from_str::<Partial>(&text) {
                 engine.restore(&p.checkpoint)?;
                 records = p.records;
                 previous_wall = p.wall_s;
-                sa.state = p.annealing.unwrap_or_default();
+                if let RunAlgorithm::Annealed(sa) = &mut algorithm {
+                    sa.state = p.annealing.unwrap_or_default();
+                }
             }
         }
         // SA-DPSGD's budget counts accepted steps; rejected iterations are capped at twice
@@ -608,113 +615,61 @@ impl Run<'_> {
         );
         bar.set_message(format!("{} (seed {})", self.run.label, self.seed));
         bar.set_position(engine.steps());
-        let started = Instant::now();
-        let stop_rule = self
-            .table
-            .stop_max_mu
-            .filter(|_| private)
-            .map(|max_mu| MuStopRule { max_mu });
-        let mut stopped_by_mu = !records.is_empty()
-            && stop_rule.is_some_and(|r| r.should_stop(&training, engine.steps()));
-        let finished = |engine: &PrivacyEngine<M>, sa: &SaDpsgd, epoch: u32| {
-            if annealed {
-                sa.state.accepted >= budget || engine.steps() >= max_iterations
-            } else {
-                epoch >= self.epochs || engine.steps() >= budget
-            }
+        let stop = StopRules {
+            epochs: self.epochs,
+            budget,
+            max_iterations,
+            mu: self
+                .table
+                .stop_max_mu
+                .filter(|_| private)
+                .map(|max_mu| MuStopRule { max_mu }),
         };
-        let mut epoch = records.len() as u32;
-        while !finished(&engine, &sa, epoch) && !stopped_by_mu {
-            epoch += 1;
-            let (mut loss_sum, mut loss_steps) = (0.0, 0u64);
-            for _ in 0..steps_per_epoch {
-                if let (Some(s), None) = (schedule, &plan.dpd) {
-                    engine.set_learning_rate(s.at(engine.steps()))?;
-                }
-                // SA-DPSGD's budget counts accepted steps, which only it knows.
-                let mean_loss = if annealed {
-                    if sa.state.accepted >= budget {
-                        break;
-                    }
-                    dp_optim::Algorithm::step(&mut sa, &mut engine, train)?.mean_loss
-                } else {
-                    algorithm.step(&mut engine, train)?.mean_loss
-                };
-                if let Some(k) = self.table.predictive_iterates {
-                    if !annealed && engine.steps() + k as u64 > budget {
-                        predictive.add(engine.model(), test)?;
-                    }
-                }
-                if mean_loss.is_finite() {
-                    loss_sum += mean_loss;
-                    loss_steps += 1;
-                }
-                bar.inc(1);
-            }
-            let metric = match self.table.metric {
-                Metric::Accuracy => 100.0 * accuracy(engine.model(), test)?,
-                Metric::Rmse => expected_class_rmse(engine.model(), test)?,
+        let done_before = stop.finished(&engine, &algorithm, records.len() as u32);
+        let mut observer = EpochObserver {
+            table: self.table,
+            test,
+            sampler,
+            n,
+            training,
+            private,
+            stop,
+            partial: self.partial,
+            bar,
+            stopped_by_mu: !records.is_empty()
+                && stop
+                    .mu
+                    .is_some_and(|r| r.should_stop(&training, engine.steps())),
+            records,
+            previous_wall,
+            started: Instant::now(),
+            predictive: PredictiveAverage::default(),
+            failure: None,
+        };
+        if !done_before && !observer.stopped_by_mu {
+            let trainer = Trainer {
+                total_steps: u64::MAX, // the observer's stop rules end the run
+                steps_per_epoch,
+                checkpoints: None, // the observer's partial file holds the checkpoint
+                schedule: schedule
+                    .as_ref()
+                    .filter(|_| plan.dpd.is_none())
+                    .map(|s| s as &dyn LearningRateSchedule),
             };
-            let steps = engine.steps();
-            let poisson = matches!(sampler, Sampler::Poisson { .. });
-            let (eps_ma, mu_clt, eps_clt, eps_pld) = if private && !poisson {
-                // The CLT and PLD readings here are for Poisson sampling; the ledger holds
-                // the sampler's own (replace-one) analysis.
-                (engine.epsilon()?, None, None, None)
-            } else if private {
-                let t = &training;
-                let mu = mu_poisson(t.sampling_rate, t.noise_multiplier, steps as f64);
-                (
-                    engine.epsilon()?,
-                    Some(mu),
-                    Some(epsilon_for_mu(t.delta, mu)),
-                    Some(super::accounting::pld_epsilon(
-                        t.sampling_rate,
-                        t.noise_multiplier,
-                        steps,
-                        t.delta,
-                    )?),
-                )
-            } else {
-                (None, None, None, None)
-            };
-            let (eps_paper, accepted) = if annealed {
-                let a = annealed_accounting(
-                    &sampler,
-                    n,
-                    training.noise_multiplier,
-                    training.delta,
-                    &sa.config,
-                    &sa.state,
-                )?;
-                (Some(a.paper_epsilon), Some(sa.state.accepted))
-            } else {
-                (None, None)
-            };
-            let wall_s = previous_wall + started.elapsed().as_secs_f64();
-            records.push(EpochRecord {
-                epoch,
-                steps,
-                train_loss: loss_sum / loss_steps.max(1) as f64,
-                metric,
-                eps_ma,
-                mu_clt,
-                eps_clt,
-                eps_pld,
-                eps_paper,
-                accepted,
-                wall_s,
-            });
-            stopped_by_mu = stop_rule.is_some_and(|r| r.should_stop(&training, steps));
-            let partial = Partial {
-                records: records.clone(),
-                checkpoint: engine.checkpoint()?,
-                wall_s,
-                annealing: annealed.then(|| sa.state.clone()),
-            };
-            write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
+            trainer.fit(&mut engine, &mut algorithm, train, &mut observer)?;
         }
-        bar.finish_and_clear();
+        if let Some(failure) = observer.failure.take() {
+            return Err(failure);
+        }
+        observer.bar.finish_and_clear();
+        let EpochObserver {
+            records,
+            predictive,
+            stopped_by_mu,
+            previous_wall,
+            started,
+            ..
+        } = observer;
         let dpd = match &plan.dpd {
             Some(d) if private => {
                 let theta = engine.model().parameters()?;
@@ -760,7 +715,7 @@ impl Run<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reproduce::config::SmokeConfig;
+    use crate::reproduce::config::{Metric, SmokeConfig};
 
     fn synthetic() -> LoadedData {
         let mut noise = NoiseSource::seeded(77);

@@ -17,8 +17,8 @@ use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mnist_cnn, Activation};
 use dp_optim::{
-    CheckpointDir, Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine,
-    RunField, Sampler, TrainConfig,
+    CheckpointDir, Clipping, Control, DpSgd, EpochSummary, GradientNormalisation, Observer,
+    Optimizer, PrivacyConfig, PrivacyEngine, RunField, Sampler, StepReport, TrainConfig, Trainer,
 };
 use serde_json::json;
 
@@ -261,6 +261,49 @@ struct Trained {
     started: Instant,
 }
 
+/// `dp train`'s observer: the progress bar and one line per epoch (printed after the
+/// trainer has written the epoch's checkpoint).
+struct EpochLines<'a> {
+    args: &'a TrainArgs,
+    test: &'a Dataset,
+    steps_per_epoch: u64,
+    trained: Trained,
+    progress: indicatif::ProgressBar,
+}
+
+impl Observer<FusedModel, DpSgd> for EpochLines<'_> {
+    fn step_done(
+        &mut self,
+        _: &PrivacyEngine,
+        _: &DpSgd,
+        _: &StepReport,
+    ) -> dp_optim::Result<Control> {
+        self.progress.inc(1);
+        Ok(Control::Continue)
+    }
+
+    fn epoch_done(
+        &mut self,
+        engine: &PrivacyEngine,
+        _: &DpSgd,
+        epoch: &EpochSummary,
+    ) -> dp_optim::Result<Control> {
+        let loss = epoch.mean_train_loss_not_covered_by_epsilon();
+        let line = epoch_line(
+            self.args,
+            engine,
+            self.test,
+            self.steps_per_epoch,
+            loss,
+            &self.trained,
+        )?;
+        self.progress.suspend(|| diag(&line));
+        self.trained.lines.push_str(&line);
+        self.trained.lines.push('\n');
+        Ok(Control::Continue)
+    }
+}
+
 fn train_loop(
     args: &TrainArgs,
     engine: &mut PrivacyEngine,
@@ -270,12 +313,6 @@ fn train_loop(
     checkpoints: Option<&CheckpointDir>,
 ) -> Result<Trained> {
     let steps_per_epoch = engine.config().sampler.steps_per_epoch(train.len()) as u64;
-    let mut trained = Trained {
-        lines: String::new(),
-        stopped_by_budget: false,
-        resumed_at: engine.steps(),
-        started: Instant::now(),
-    };
     // Drawn only when stderr is a terminal (indicatif hides itself otherwise).
     let progress = indicatif::ProgressBar::new(total_steps);
     progress.set_style(
@@ -285,37 +322,28 @@ fn train_loop(
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     progress.set_position(engine.steps());
-    while engine.steps() < total_steps && !trained.stopped_by_budget {
-        let epoch_end = (engine.steps() / steps_per_epoch + 1) * steps_per_epoch;
-        let (mut loss_sum, mut loss_count) = (0.0, 0usize);
-        while engine.steps() < epoch_end.min(total_steps) {
-            match engine.step(train) {
-                Ok(report) => {
-                    progress.inc(1);
-                    if report.batch_size > 0 {
-                        loss_sum += report.mean_loss;
-                        loss_count += 1;
-                    }
-                }
-                Err(dp_optim::Error::BudgetExhausted { .. }) => {
-                    trained.stopped_by_budget = true;
-                    break;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        // The checkpoint first: a line printed from steps a resume would redo would be a
-        // release that no ledger holds.
-        if let Some(dir) = checkpoints {
-            dir.save(&engine.checkpoint()?)?;
-        }
-        let loss = (loss_count > 0).then(|| loss_sum / loss_count as f64);
-        let line = epoch_line(args, engine, test, steps_per_epoch, loss, &trained)?;
-        progress.suspend(|| diag(&line));
-        trained.lines.push_str(&line);
-        trained.lines.push('\n');
-    }
-    progress.finish_and_clear();
+    let mut observer = EpochLines {
+        args,
+        test,
+        steps_per_epoch,
+        trained: Trained {
+            lines: String::new(),
+            stopped_by_budget: false,
+            resumed_at: engine.steps(),
+            started: Instant::now(),
+        },
+        progress,
+    };
+    let trainer = Trainer {
+        total_steps,
+        steps_per_epoch,
+        checkpoints,
+        schedule: None,
+    };
+    let outcome = trainer.fit(engine, &mut DpSgd, train, &mut observer)?;
+    observer.progress.finish_and_clear();
+    let mut trained = observer.trained;
+    trained.stopped_by_budget = outcome.stopped_by_budget;
     if trained.stopped_by_budget {
         diag("stopped: the next step would exceed the privacy budget");
     }
@@ -329,7 +357,7 @@ fn epoch_line(
     steps_per_epoch: u64,
     train_loss: Option<f64>,
     trained: &Trained,
-) -> Result<String> {
+) -> dp_optim::Result<String> {
     let accuracy = engine.accuracy(test)?;
     let epsilon = engine.epsilon()?;
     let epoch = engine.steps() as f64 / steps_per_epoch as f64;

@@ -1,0 +1,244 @@
+//! A table run's epochs through dp-optim's `Trainer`: the algorithm the run names, and the
+//! observer that records each epoch (metric, ε readings, SA-DPSGD's paper ε), writes the
+//! resumable partial file, and applies the run's stop rules.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use dp_accounting::gdp::{epsilon_for_mu, mu_poisson};
+use dp_models::data::Dataset;
+use dp_models::PrivateModel;
+use dp_optim::annealing::{annealed_accounting, SaDpsgd};
+use dp_optim::dpd::PredictiveAverage;
+use dp_optim::gdp::{MuStopRule, NoisyTraining};
+use dp_optim::{
+    accuracy, expected_class_rmse, Algorithm, Control, EpochSummary, Observer, PrivacyEngine,
+    Sampler, StepReport,
+};
+use indicatif::ProgressBar;
+
+use super::super::config::{Metric, TrainingTable};
+use super::{write_atomically, EpochRecord, Partial};
+
+/// The algorithm of a run: SA-DPSGD (whose accepted-step budget the observer reads), or
+/// any other.
+pub enum RunAlgorithm<'a, M: PrivateModel> {
+    /// SA-DPSGD.
+    Annealed(SaDpsgd<'a>),
+    /// DP-SGD, DPD or the dropout baseline.
+    Plain(Box<dyn Algorithm<M>>),
+}
+
+impl<M: PrivateModel> RunAlgorithm<'_, M> {
+    /// SA-DPSGD's settings and counters, if that is the algorithm.
+    pub fn annealing(&self) -> Option<&SaDpsgd<'_>> {
+        match self {
+            RunAlgorithm::Annealed(sa) => Some(sa),
+            RunAlgorithm::Plain(_) => None,
+        }
+    }
+}
+
+impl<M: PrivateModel> Algorithm<M> for RunAlgorithm<'_, M> {
+    fn step(
+        &mut self,
+        engine: &mut PrivacyEngine<M>,
+        data: &Dataset,
+    ) -> dp_optim::Result<StepReport> {
+        match self {
+            RunAlgorithm::Annealed(sa) => sa.step(engine, data),
+            RunAlgorithm::Plain(algorithm) => algorithm.step(engine, data),
+        }
+    }
+}
+
+/// When a run ends: its epochs, a step budget (from the table's target ε), and for
+/// SA-DPSGD the accepted-step budget with the iteration cap.
+#[derive(Clone, Copy, Debug)]
+pub struct StopRules {
+    /// Epochs in the run.
+    pub epochs: u32,
+    /// Steps allowed (accepted steps for SA-DPSGD).
+    pub budget: u64,
+    /// SA-DPSGD's iteration cap (the budget for the others).
+    pub max_iterations: u64,
+    /// The GDP paper's μ_CLT stop.
+    pub mu: Option<MuStopRule>,
+}
+
+impl StopRules {
+    /// Whether the run is over after `epoch` epochs.
+    pub fn finished<M: PrivateModel>(
+        &self,
+        engine: &PrivacyEngine<M>,
+        algorithm: &RunAlgorithm<'_, M>,
+        epoch: u32,
+    ) -> bool {
+        match algorithm.annealing() {
+            Some(sa) => sa.state.accepted >= self.budget || engine.steps() >= self.max_iterations,
+            None => epoch >= self.epochs || engine.steps() >= self.budget,
+        }
+    }
+}
+
+/// Records each epoch of a table run and writes its partial file.
+pub struct EpochObserver<'a> {
+    /// The table.
+    pub table: &'a TrainingTable,
+    /// The test set.
+    pub test: &'a Dataset,
+    /// The run's sampler and training-set size.
+    pub sampler: Sampler,
+    /// Training-set size.
+    pub n: usize,
+    /// The run's NoisySGD settings (the CLT and PLD readings).
+    pub training: NoisyTraining,
+    /// Whether the run is private.
+    pub private: bool,
+    /// The stop rules.
+    pub stop: StopRules,
+    /// The partial file.
+    pub partial: &'a Path,
+    /// The progress bar.
+    pub bar: ProgressBar,
+    /// Epochs recorded (including those before a resume).
+    pub records: Vec<EpochRecord>,
+    /// Wall seconds before this process.
+    pub previous_wall: f64,
+    /// When this process started training.
+    pub started: Instant,
+    /// The SGLD posterior predictive (DPD tables).
+    pub predictive: PredictiveAverage,
+    /// Whether the μ rule stopped the run.
+    pub stopped_by_mu: bool,
+    /// An error of the observer itself (reported after the trainer returns).
+    pub failure: Option<anyhow::Error>,
+}
+
+impl<M: PrivateModel> Observer<M, RunAlgorithm<'_, M>> for EpochObserver<'_> {
+    fn step_done(
+        &mut self,
+        engine: &PrivacyEngine<M>,
+        algorithm: &RunAlgorithm<'_, M>,
+        _: &StepReport,
+    ) -> dp_optim::Result<Control> {
+        if let (Some(k), None) = (self.table.predictive_iterates, algorithm.annealing()) {
+            if engine.steps() + k as u64 > self.stop.budget {
+                self.predictive.add(engine.model(), self.test)?;
+            }
+        }
+        self.bar.inc(1);
+        // SA-DPSGD's budget counts accepted steps, which only it knows.
+        match algorithm.annealing() {
+            Some(sa) if sa.state.accepted >= self.stop.budget => Ok(Control::Stop),
+            _ => Ok(Control::Continue),
+        }
+    }
+
+    fn epoch_done(
+        &mut self,
+        engine: &PrivacyEngine<M>,
+        algorithm: &RunAlgorithm<'_, M>,
+        epoch: &EpochSummary,
+    ) -> dp_optim::Result<Control> {
+        match self.record(engine, algorithm, epoch) {
+            Ok(true) => Ok(Control::Stop),
+            Ok(false) => Ok(Control::Continue),
+            Err(e) => {
+                self.failure = Some(e);
+                Ok(Control::Stop)
+            }
+        }
+    }
+}
+
+impl EpochObserver<'_> {
+    /// Records the epoch, writes the partial file; whether the run is over.
+    fn record<M: PrivateModel>(
+        &mut self,
+        engine: &PrivacyEngine<M>,
+        algorithm: &RunAlgorithm<'_, M>,
+        summary: &EpochSummary,
+    ) -> Result<bool> {
+        let epoch = self.records.len() as u32 + 1;
+        let metric = match self.table.metric {
+            Metric::Accuracy => 100.0 * accuracy(engine.model(), self.test)?,
+            Metric::Rmse => expected_class_rmse(engine.model(), self.test)?,
+        };
+        let steps = engine.steps();
+        let (eps_ma, mu_clt, eps_clt, eps_pld) = self.readings(engine, steps)?;
+        let (eps_paper, accepted) = match algorithm.annealing() {
+            Some(sa) => {
+                let t = &self.training;
+                let a = annealed_accounting(
+                    &self.sampler,
+                    self.n,
+                    t.noise_multiplier,
+                    t.delta,
+                    &sa.config,
+                    &sa.state,
+                )?;
+                (Some(a.paper_epsilon), Some(sa.state.accepted))
+            }
+            None => (None, None),
+        };
+        let wall_s = self.previous_wall + self.started.elapsed().as_secs_f64();
+        self.records.push(EpochRecord {
+            epoch,
+            steps,
+            train_loss: summary.loss_sum_not_covered_by_epsilon / summary.loss_steps.max(1) as f64,
+            metric,
+            eps_ma,
+            mu_clt,
+            eps_clt,
+            eps_pld,
+            eps_paper,
+            accepted,
+            wall_s,
+        });
+        self.stopped_by_mu = self
+            .stop
+            .mu
+            .is_some_and(|r| r.should_stop(&self.training, steps));
+        let partial = Partial {
+            records: self.records.clone(),
+            checkpoint: engine.checkpoint()?,
+            wall_s,
+            annealing: algorithm.annealing().map(|sa| sa.state.clone()),
+        };
+        write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
+        Ok(self.stopped_by_mu || self.stop.finished(engine, algorithm, epoch))
+    }
+
+    /// ε of the ledger, and for Poisson sampling μ_CLT, its ε and the PLD ε.
+    #[allow(clippy::type_complexity)]
+    fn readings<M: PrivateModel>(
+        &self,
+        engine: &PrivacyEngine<M>,
+        steps: u64,
+    ) -> Result<(Option<f64>, Option<f64>, Option<f64>, Option<f64>)> {
+        let poisson = matches!(self.sampler, Sampler::Poisson { .. });
+        Ok(if self.private && !poisson {
+            // The CLT and PLD readings here are for Poisson sampling; the ledger holds
+            // the sampler's own (replace-one) analysis.
+            (engine.epsilon()?, None, None, None)
+        } else if self.private {
+            let t = &self.training;
+            let mu = mu_poisson(t.sampling_rate, t.noise_multiplier, steps as f64);
+            (
+                engine.epsilon()?,
+                Some(mu),
+                Some(epsilon_for_mu(t.delta, mu)),
+                Some(super::super::accounting::pld_epsilon(
+                    t.sampling_rate,
+                    t.noise_multiplier,
+                    steps,
+                    t.delta,
+                )?),
+            )
+        } else {
+            (None, None, None, None)
+        })
+    }
+}
