@@ -61,8 +61,8 @@ pub use audit::{one_run_epsilon_lower_bound, one_run_p_value, AuditOutcome};
 pub use boxed::DynAccountant;
 pub use calibrate::{calibrate_noise, calibrate_steps, Calibrated, CalibrationOptions};
 pub use composition::{
-    advanced_composition, amplify, basic_composition, dpd_ac_epsilon, dpd_zcdp_epsilon,
-    Amplification, ApproxDpAccountant, ApproxDpConfig, CompositionTheorem, ZcdpReading,
+    advanced_composition, amplify, basic_composition, sampled_advanced_composition, Amplification,
+    ApproxDpAccountant, ApproxDpConfig, CompositionTheorem,
 };
 pub use error::{Error, Result};
 pub use event::{DpEvent, NeighbouringRelation};

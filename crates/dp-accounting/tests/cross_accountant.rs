@@ -4,9 +4,9 @@
 use dp_accounting::gdp::{delta_for_mu, epsilon_for_mu};
 use dp_accounting::rdp::curves::poisson_gaussian;
 use dp_accounting::{
-    advanced_composition, amplify, dpd_ac_epsilon, dpd_zcdp_epsilon, zcdp_to_epsilon, Accountant,
+    advanced_composition, amplify, sampled_advanced_composition, zcdp_to_epsilon, Accountant,
     Amplification, ApproxDpConfig, Conversion, DpEvent, FractionalSeries, GdpConfig, OrderGrid,
-    PldConfig, RdpConfig, Result, ZcdpConfig, ZcdpConversion, ZcdpReading,
+    PldConfig, RdpConfig, Result, ZcdpConfig, ZcdpConversion,
 };
 
 /// `A_α = E_{z∼N(0,σ²)}[(1 − q + q e^{(2z−1)/(2σ²)})^α]` by composite Simpson on
@@ -167,10 +167,9 @@ fn advanced_composition_matches_theorem() -> Result<()> {
     Ok(())
 }
 
-/// Amplification bounds and the DPD accounting (`docs/reproduction/dpd.md`, "DPD-AC" and
-/// "DPD-zCDP").
+/// Amplification bounds and their composition.
 #[test]
-fn amplification_and_dpd_accounting() -> Result<()> {
+fn amplification_and_its_composition() -> Result<()> {
     let (eps, delta) = amplify(1.0, 1e-6, 0.01, Amplification::Tight)?;
     assert!((eps - (0.01 * 1f64.exp_m1()).ln_1p()).abs() < 1e-15 && (delta - 1e-8).abs() < 1e-20);
     let (eps, _) = amplify(0.5, 0.0, 0.01, Amplification::Loose)?;
@@ -180,43 +179,24 @@ fn amplification_and_dpd_accounting() -> Result<()> {
         "loose bound needs ε ≤ 1"
     );
 
-    // DPD-AC: δ_tot = Tνδ_iter + δ′ exactly, as the paper's δ_iter = (δ_tot − δ′)/(Tν).
+    // Sampled advanced composition: δ_tot = Tνδ + δ′ exactly.
     let (steps, rate, delta_total) = (10_000u64, 0.01, 1e-5);
     let delta_prime = delta_total / 2.0;
     let delta_iter = (delta_total - delta_prime) / (steps as f64 * rate);
-    let (ac_eps, ac_delta) = dpd_ac_epsilon(
+    let (eps, delta) = sampled_advanced_composition(
         0.5,
         delta_iter,
         steps,
         rate,
         delta_prime,
         Amplification::Loose,
-        false,
     )?;
-    assert!((ac_delta - delta_total).abs() < 1e-18);
-    let z2 = dpd_zcdp_epsilon(
-        0.5,
-        delta_iter,
-        steps,
-        rate,
-        delta_total,
-        ZcdpReading::AmplifiedPureDp,
-        Amplification::Loose,
-    )?;
-    assert!(
-        z2 < ac_eps,
-        "Z2 allows more per-iteration budget: {z2} vs {ac_eps}"
+    assert!((delta - delta_total).abs() < 1e-18);
+    let (step, _) = amplify(0.5, delta_iter, rate, Amplification::Loose)?;
+    assert_eq!(
+        (eps, delta),
+        advanced_composition(step, rate * delta_iter, steps, delta_prime)?
     );
-    let z1 = dpd_zcdp_epsilon(
-        0.5,
-        delta_iter,
-        steps,
-        rate,
-        delta_total,
-        ZcdpReading::GaussianNoAmplification,
-        Amplification::Loose,
-    )?;
-    assert!(z1 > ac_eps, "Z1 ignores amplification and is looser");
     Ok(())
 }
 

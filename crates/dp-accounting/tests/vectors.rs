@@ -426,7 +426,12 @@ fn c_opacus_mnist_table() -> Result<()> {
 fn gdp_repo_moments_epsilon(sigma: f64, epochs: f64) -> f64 {
     let q = 256.0 / 60000.0;
     let steps = epochs * 60000.0 / 256.0;
-    let orders = OrderGrid::GdpPaper.orders();
+    // The GDP repository's grid: 1 + x/10 (x = 1..=99), 12 + 0.2k below 60, 60..=99.
+    let orders: Vec<f64> = (1..=99)
+        .map(|x| 1.0 + f64::from(x) / 10.0)
+        .chain((0..240).map(|k| 12.0 + 0.2 * f64::from(k)))
+        .chain((60..=99).map(f64::from))
+        .collect();
     let rdp: Vec<f64> = orders
         .iter()
         .map(|&a| steps * poisson_gaussian(q, sigma, a, SIGNED))

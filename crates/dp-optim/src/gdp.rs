@@ -54,7 +54,7 @@ impl NoisyTraining {
                 // The paper's "moments accountant" baseline: TF Privacy RDP, loose
                 // conversion, the authors' order grid (`docs/reproduction/gdp.md`, "Privacy accounting").
                 accountant: AccountantKind::RdpClassic,
-                orders: OrderGrid::GdpPaper,
+                orders: authors_orders(),
             }),
             optimizer,
             normalisation: self.normalisation,
@@ -80,6 +80,20 @@ impl NoisyTraining {
     pub fn mu_clt(&self, steps: u64) -> f64 {
         mu_poisson(self.sampling_rate, self.noise_multiplier, steps as f64)
     }
+}
+
+/// The order grid of the authors' moments-accountant baseline
+/// (woodyx218/Deep-Learning-with-GDP-Tensorflow `compute_epsilon`): `1 + x/10` for x in
+/// 1..=99, `12 + 0.2k` below 60 (numpy's `arange(12, 60, 0.2)` accumulates `12 + 0.2k`:
+/// 240 values), then 60..=99.
+pub fn authors_orders() -> OrderGrid {
+    let tenths = (1..=99).map(|x| 1.0 + f64::from(x) / 10.0);
+    OrderGrid::Custom(
+        tenths
+            .chain((0..240).map(|k| 12.0 + 0.2 * f64::from(k)))
+            .chain((60..=99).map(f64::from))
+            .collect(),
+    )
 }
 
 /// The authors' stop rule: training ends once μ_CLT exceeds `max_mu` (2 in every script
@@ -130,7 +144,7 @@ pub fn moments_accountant_epsilon(
     steps: f64,
     delta: f64,
 ) -> (f64, f64) {
-    let orders = OrderGrid::GdpPaper.orders();
+    let orders = authors_orders().orders();
     let rdp: Vec<f64> = orders
         .iter()
         .map(|&a| {

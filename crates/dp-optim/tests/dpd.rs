@@ -1,14 +1,15 @@
 //! DPD (differentially private dropout): calibration of the per-iteration budget under
 //! each reading, the implied dropout rates, the SGLD-form loop and its baselines.
 
-use dp_accounting::{Accountant, AccountantKind, Amplification, OrderGrid, ZcdpReading};
+use dp_accounting::{Accountant, AccountantKind, Amplification, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
 use dp_models::PrivateModel;
 use dp_optim::dpd::{
-    implied_dropout_rates, DpdBudget, DpdComposition, DpdTraining, GaussianCalibration,
-    GaussianDropout, NoisePlacement, PredictiveAverage, StepSizeSchedule,
+    dpd_ac_epsilon, dpd_zcdp_epsilon, implied_dropout_rates, DpdBudget, DpdComposition,
+    DpdTraining, GaussianCalibration, GaussianDropout, NoisePlacement, PredictiveAverage,
+    StepSizeSchedule, ZcdpReading,
 };
 use dp_optim::{
     accuracy, Algorithm, GradientNormalisation, Optimizer, PrivacyEngine, Sampler, TrainConfig,
@@ -359,5 +360,49 @@ fn predictive_average_of_one_iterate_is_its_accuracy() -> dp_optim::Result<()> {
     assert_eq!(average.iterates(), 4);
     let a = average.accuracy(&data).expect("iterates");
     assert!((0.0..=1.0).contains(&a));
+    Ok(())
+}
+
+/// DPD-AC's δ bookkeeping and the order of the three readings' ε (moved here from
+/// dp-accounting with the formulas: they are the DPD paper's, not general theorems).
+#[test]
+fn dpd_accounting_readings() -> dp_optim::Result<()> {
+    // DPD-AC: δ_tot = Tνδ_iter + δ′ exactly, as the paper's δ_iter = (δ_tot − δ′)/(Tν).
+    let (steps, rate, delta_total) = (10_000u64, 0.01, 1e-5);
+    let delta_prime = delta_total / 2.0;
+    let delta_iter = (delta_total - delta_prime) / (steps as f64 * rate);
+    let (ac_eps, ac_delta) = dpd_ac_epsilon(
+        0.5,
+        delta_iter,
+        steps,
+        rate,
+        delta_prime,
+        Amplification::Loose,
+        false,
+    )?;
+    assert!((ac_delta - delta_total).abs() < 1e-18);
+    let z2 = dpd_zcdp_epsilon(
+        0.5,
+        delta_iter,
+        steps,
+        rate,
+        delta_total,
+        ZcdpReading::AmplifiedPureDp,
+        Amplification::Loose,
+    )?;
+    assert!(
+        z2 < ac_eps,
+        "Z2 allows more per-iteration budget: {z2} vs {ac_eps}"
+    );
+    let z1 = dpd_zcdp_epsilon(
+        0.5,
+        delta_iter,
+        steps,
+        rate,
+        delta_total,
+        ZcdpReading::GaussianNoAmplification,
+        Amplification::Loose,
+    )?;
+    assert!(z1 > ac_eps, "Z1 ignores amplification and is looser");
     Ok(())
 }

@@ -3,8 +3,8 @@
 
 use anyhow::{Context, Result};
 use dp_accounting::gdp::{epsilon_for_mu, mu_poisson, mu_uniform, recalibrate_sigma};
-use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
-use dp_optim::gdp::moments_accountant_epsilon;
+use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation};
+use dp_optim::gdp::{authors_orders, moments_accountant_epsilon};
 use serde::Serialize;
 
 use super::config::AccountingRow;
@@ -56,7 +56,7 @@ impl Readings {
 /// The tight ε of `steps` Poisson-subsampled Gaussian steps (PLD, add-or-remove-one).
 pub fn pld_epsilon(q: f64, sigma: f64, steps: u64, delta: f64) -> Result<f64> {
     let mut pld =
-        AccountantKind::Pld.build(NeighbouringRelation::AddOrRemoveOne, &OrderGrid::GdpPaper)?;
+        AccountantKind::Pld.build(NeighbouringRelation::AddOrRemoveOne, &authors_orders())?;
     pld.compose(&DpEvent::dp_sgd(q, sigma, steps), 1)?;
     pld.epsilon(delta)
         .with_context(|| format!("PLD at q {q}, σ {sigma}, {steps} steps"))

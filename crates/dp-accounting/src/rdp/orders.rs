@@ -20,10 +20,6 @@ pub enum OrderGrid {
     TfLegacy,
     /// The integers 2..=64, as SA-DPSGD and Tramèr–Boneh use (63 orders).
     Int2To64,
-    /// The grid of the GDP paper's moments-accountant baseline
-    /// (woodyx218/Deep-Learning-with-GDP-Tensorflow `compute_epsilon`):
-    /// `1 + x/10` for x in 1..=99, `12 + 0.2k` below 60, then 60..=99.
-    GdpPaper,
     /// Any orders, each > 1.
     Custom(Vec<f64>),
 }
@@ -44,11 +40,6 @@ impl OrderGrid {
                 .chain([128.0, 256.0, 512.0])
                 .collect(),
             OrderGrid::Int2To64 => (2..=64).map(f64::from).collect(),
-            OrderGrid::GdpPaper => tenths
-                // numpy's arange(12, 60, 0.2) accumulates 12 + 0.2k; 240 values.
-                .chain((0..240).map(|k| 12.0 + 0.2 * f64::from(k)))
-                .chain((60..=99).map(f64::from))
-                .collect(),
             OrderGrid::Custom(orders) => orders.clone(),
         }
     }
