@@ -29,6 +29,7 @@ use crate::algorithm::Algorithm;
 use crate::engine::{PrivacyEngine, StepReport};
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
+use crate::validate;
 
 /// Where the energy J(w_new) is evaluated (the paper does not say).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -325,12 +326,9 @@ impl<'a> SaDpsgd<'a> {
         else {
             return Ok(None);
         };
-        if !(sampling_rate > 0.0 && sampling_rate <= 1.0 && clip > 0.0 && noise_multiplier > 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "privatised acceptance needs q in (0, 1], C_v > 0 and σ_v > 0, got \
-                 {sampling_rate}, {clip}, {noise_multiplier}"
-            )));
-        }
+        validate::rate("energy.sampling_rate", sampling_rate)?;
+        validate::positive("energy.clip", clip)?;
+        validate::positive("energy.noise_multiplier", noise_multiplier)?;
         let batch = engine.draw_extra_batch(Sampler::Poisson { sampling_rate });
         let before = example_losses(engine.model(), data, &batch)?;
         Ok(Some(Validation {

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::evaluate::accuracy;
 use crate::fingerprint::RunFingerprint;
 use crate::sampler::{Sampler, ShuffleState};
+use crate::validate;
 
 mod charges;
 mod resume;
@@ -121,12 +122,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// memory); the clipped sums are added before the noise, so the step, and its privacy,
     /// are those of the whole logical batch.
     pub fn set_physical_batch_size(&mut self, size: usize) -> Result<()> {
-        if size == 0 {
-            return Err(Error::InvalidConfig(
-                "the physical batch size must be >= 1".into(),
-            ));
-        }
-        self.physical_batch_size = Some(size);
+        self.physical_batch_size = Some(validate::at_least_one("physical_batch_size", size)?);
         Ok(())
     }
 
@@ -151,11 +147,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// budget is enforced on it. Refused for non-private runs, and inside a shuffled
     /// epoch (its charge, made at the epoch's first step, assumed the σ then in force).
     pub fn set_noise_multiplier(&mut self, noise_multiplier: f64) -> Result<()> {
-        if !(noise_multiplier.is_finite() && noise_multiplier > 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "noise multiplier {noise_multiplier} must be > 0"
-            )));
-        }
+        validate::positive("noise_multiplier", noise_multiplier)?;
         match &mut self.config.privacy {
             None => Err(Error::InvalidConfig(
                 "a non-private run has no noise multiplier to change".into(),

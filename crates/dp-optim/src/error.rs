@@ -6,7 +6,17 @@ use thiserror::Error;
 #[non_exhaustive]
 #[derive(Debug, Error)]
 pub enum Error {
-    /// A parameter is invalid.
+    /// A numeric parameter is outside its domain (NaN, negative, out of range).
+    #[error("{name} ({value}) {reason}")]
+    InvalidParameter {
+        /// The parameter's name, as the API spells it.
+        name: &'static str,
+        /// The offending value.
+        value: f64,
+        /// What the value must satisfy.
+        reason: &'static str,
+    },
+    /// A setting or a call that does not fit the run (not a single number out of range).
     #[error("{0}")]
     InvalidConfig(String),
     /// The step would take ε past the budget: training stops before it.

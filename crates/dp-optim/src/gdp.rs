@@ -14,9 +14,10 @@ use dp_accounting::{AccountantKind, OrderGrid};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::optimizer::Optimizer;
 use crate::sampler::Sampler;
+use crate::validate;
 
 /// The hyper-parameters shared by NoisySGD and NoisyAdam.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,12 +36,7 @@ pub struct NoisyTraining {
 
 impl NoisyTraining {
     fn config(&self, optimizer: Optimizer) -> Result<TrainConfig> {
-        if !(self.sampling_rate > 0.0 && self.sampling_rate <= 1.0) {
-            return Err(Error::InvalidConfig(format!(
-                "sampling rate {} must be in (0, 1]",
-                self.sampling_rate
-            )));
-        }
+        validate::rate("sampling_rate", self.sampling_rate)?;
         Ok(TrainConfig {
             sampler: Sampler::Poisson {
                 sampling_rate: self.sampling_rate,

@@ -22,6 +22,7 @@ pub mod gdp;
 mod optimizer;
 mod sampler;
 mod trainer;
+mod validate;
 pub mod wide;
 
 pub use algorithm::{Algorithm, DpSgd};

@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::validate;
 
 /// The update rule applied to the noisy average gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,11 +42,7 @@ impl Optimizer {
 
     /// Sets the learning rate (finite and ≥ 0).
     pub fn set_learning_rate(&mut self, lr: f64) -> Result<()> {
-        if !(lr.is_finite() && lr >= 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "learning rate {lr} must be finite and >= 0"
-            )));
-        }
+        validate::non_negative("lr", lr)?;
         match self {
             Optimizer::Sgd { lr: current, .. } | Optimizer::Adam { lr: current, .. } => {
                 *current = lr;

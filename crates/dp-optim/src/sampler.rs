@@ -7,6 +7,7 @@ use dp_mechanisms::NoiseSource;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::validate;
 
 /// The state of a shuffled sampler: this epoch's permutation and the next position.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,18 +51,22 @@ impl Sampler {
     /// Checks the sampler against a dataset of `n` records.
     pub fn validate(&self, n: usize) -> Result<()> {
         match *self {
-            Sampler::Poisson { sampling_rate }
-                if !(sampling_rate > 0.0 && sampling_rate <= 1.0) =>
-            {
-                Err(Error::InvalidConfig(format!(
-                    "sampling rate {sampling_rate} must be in (0, 1]"
-                )))
+            _ if n == 0 => Err(Error::InvalidParameter {
+                name: "dataset_size",
+                value: 0.0,
+                reason: "must be >= 1 (the dataset is empty)",
+            }),
+            Sampler::Poisson { sampling_rate } => {
+                validate::rate("sampling_rate", sampling_rate).map(drop)
             }
-            Sampler::FixedSize { batch_size } if batch_size == 0 || batch_size > n => Err(
-                Error::InvalidConfig(format!("batch size {batch_size} must be in 1..={n}")),
-            ),
-            _ if n == 0 => Err(Error::InvalidConfig("the dataset is empty".into())),
-            _ => Ok(()),
+            Sampler::FixedSize { batch_size } if batch_size > n => Err(Error::InvalidParameter {
+                name: "batch_size",
+                value: batch_size as f64,
+                reason: "must not exceed the dataset size",
+            }),
+            Sampler::FixedSize { batch_size } | Sampler::Shuffle { batch_size } => {
+                validate::at_least_one("batch_size", batch_size).map(drop)
+            }
         }
     }
 

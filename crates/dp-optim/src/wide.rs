@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::optimizer::Optimizer;
 use crate::sampler::{Sampler, ShuffleState};
+use crate::validate;
 
 /// How the coordinates that get noise are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -117,13 +118,7 @@ impl WideTrainer {
             sampling_rate: config.sampling_rate,
         }
         .validate(n)?;
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(Error::InvalidConfig(format!("{name} {v} must be > 0")))
-            }
-        };
+        let positive = |name, v| validate::positive(name, v).map(drop);
         positive("clip", config.clip)?;
         positive("lr", config.lr)?;
         let p = model.num_params();
@@ -141,11 +136,7 @@ impl WideTrainer {
             } => {
                 positive("noise multiplier", noise_multiplier)?;
                 positive("second clip", second_clip)?;
-                if !(fraction > 0.0 && fraction <= 1.0) {
-                    return Err(Error::InvalidConfig(format!(
-                        "selection fraction {fraction} must be in (0, 1]"
-                    )));
-                }
+                validate::rate("fraction", fraction)?;
                 k = ((fraction * p as f64).ceil() as usize).clamp(1, p);
                 match selection {
                     CoordinateSelection::ExponentialTopK { epsilon } => {

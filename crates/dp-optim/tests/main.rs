@@ -145,7 +145,10 @@ fn sampler_and_accountant_must_match() -> dp_optim::Result<()> {
             Some(private(None)),
             &data
         ),
-        Err(Error::InvalidConfig(_))
+        Err(Error::InvalidParameter {
+            name: "sampling_rate",
+            ..
+        })
     ));
     Ok(())
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::readings::{dpd_ac_epsilon, dpd_zcdp_epsilon, ZcdpReading};
 use crate::error::{Error, Result};
+use crate::validate;
 
 /// How DPD composes its per-iteration guarantee into `ε_tot`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,35 +92,25 @@ impl DpdBudget {
     /// `δ_iter = (δ_tot − δ′)/(Tν)` (the paper's bookkeeping: T amplified steps cost
     /// `Tνδ_iter`, advanced composition's slack δ′).
     pub fn delta_iter(&self) -> Result<f64> {
-        let bad = |what: String| Err(Error::InvalidConfig(what));
-        if !(self.delta_total > 0.0 && self.delta_total < 1.0) {
-            return bad(format!(
-                "delta_total {} must be in (0, 1)",
-                self.delta_total
-            ));
-        }
+        validate::open_unit("delta_total", self.delta_total)?;
         if !(self.delta_prime > 0.0 && self.delta_prime < self.delta_total) {
-            return bad(format!(
-                "delta_prime {} must be in (0, delta_total = {})",
-                self.delta_prime, self.delta_total
-            ));
+            return Err(Error::InvalidParameter {
+                name: "delta_prime",
+                value: self.delta_prime,
+                reason: "must be in (0, delta_total)",
+            });
         }
-        if !(self.sampling_rate > 0.0 && self.sampling_rate <= 1.0) {
-            return bad(format!(
-                "sampling rate {} must be in (0, 1]",
-                self.sampling_rate
-            ));
-        }
-        if self.steps == 0 {
-            return bad("DPD needs at least one iteration".into());
-        }
-        if !(self.epsilon_total.is_finite() && self.epsilon_total > 0.0) {
-            return bad(format!("epsilon_total {} must be > 0", self.epsilon_total));
-        }
+        validate::rate("sampling_rate", self.sampling_rate)?;
+        validate::at_least_one("steps", self.steps as usize)?;
+        validate::positive("epsilon_total", self.epsilon_total)?;
         let delta_iter =
             (self.delta_total - self.delta_prime) / (self.steps as f64 * self.sampling_rate);
         if delta_iter >= 1.0 {
-            return bad(format!("delta_iter {delta_iter} is not below 1"));
+            return Err(Error::InvalidParameter {
+                name: "delta_iter",
+                value: delta_iter,
+                reason: "must be below 1: (delta_total - delta_prime) / (steps * rate)",
+            });
         }
         Ok(delta_iter)
     }

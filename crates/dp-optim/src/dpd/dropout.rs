@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::algorithm::Algorithm;
 use crate::error::{Error, Result};
 use crate::evaluate::for_each_logit_batch;
+use crate::validate;
 use crate::{PrivacyEngine, StepReport};
 
 /// The implied Gaussian-dropout rates of one layer: `α_j = 4C²σ²/θ_j²`.
@@ -161,12 +162,7 @@ impl<M: PrivateModel> Algorithm<M> for GaussianDropout {
                     .into(),
             ));
         }
-        let alpha = self.alpha;
-        if !(alpha.is_finite() && alpha >= 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "dropout rate alpha {alpha} must be >= 0"
-            )));
-        }
+        let alpha = validate::non_negative("alpha", self.alpha)?;
         let theta = engine.model().parameters()?;
         let mut perturbed = vec![0.0f32; theta.len()];
         engine

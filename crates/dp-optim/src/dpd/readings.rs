@@ -4,7 +4,8 @@
 use dp_accounting::{amplify, sampled_advanced_composition, Amplification};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::validate;
 
 /// Which reading of DPD-zCDP (`docs/reproduction/dpd.md`, "DPD-zCDP: two readings"; the
 /// formula is not in the available paper text).
@@ -64,22 +65,14 @@ pub fn dpd_zcdp_epsilon(
     reading: ZcdpReading,
     amplification: Amplification,
 ) -> Result<f64> {
-    if !(delta_total > 0.0 && delta_total < 1.0) {
-        return Err(Error::InvalidConfig(format!(
-            "delta_total {delta_total} must be in (0, 1)"
-        )));
-    }
+    validate::open_unit("delta_total", delta_total)?;
     let rho_step = match reading {
         ZcdpReading::AmplifiedPureDp => {
             let (eps_step, _) = amplify(epsilon_iter, delta_iter, rate, amplification)?;
             eps_step * eps_step / 2.0
         }
         ZcdpReading::GaussianNoAmplification => {
-            if !(delta_iter > 0.0 && delta_iter < 1.0) {
-                return Err(Error::InvalidConfig(format!(
-                    "delta_iter {delta_iter} must be in (0, 1)"
-                )));
-            }
+            validate::open_unit("delta_iter", delta_iter)?;
             let sigma = (2.0 * (1.25 / delta_iter).ln()).sqrt() / epsilon_iter;
             0.5 / (sigma * sigma)
         }

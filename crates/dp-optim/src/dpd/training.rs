@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::DpdCalibration;
 use crate::algorithm::Algorithm;
 use crate::error::{Error, Result};
+use crate::validate;
 use crate::{
     Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, StepReport,
     TrainConfig,
@@ -45,23 +46,14 @@ pub struct StepSizeSchedule {
 impl StepSizeSchedule {
     /// Checks the Robbins–Monro conditions.
     pub fn validate(&self) -> Result<()> {
-        if !(self.initial.is_finite() && self.initial > 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "initial step size {} must be > 0",
-                self.initial
-            )));
-        }
-        if !(self.decay_steps.is_finite() && self.decay_steps > 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "decay_steps {} must be > 0",
-                self.decay_steps
-            )));
-        }
+        validate::positive("initial", self.initial)?;
+        validate::positive("decay_steps", self.decay_steps)?;
         if !(self.power > 0.5 && self.power <= 1.0) {
-            return Err(Error::InvalidConfig(format!(
-                "power {} breaks the Robbins-Monro conditions (need 0.5 < power <= 1)",
-                self.power
-            )));
+            return Err(Error::InvalidParameter {
+                name: "power",
+                value: self.power,
+                reason: "must be in (0.5, 1] (the Robbins-Monro conditions)",
+            });
         }
         Ok(())
     }
@@ -104,12 +96,7 @@ impl DpdTraining {
     /// sampler's events (replace-one for fixed-size batches, add/remove for Poisson).
     pub fn train_config(&self) -> Result<TrainConfig> {
         self.schedule.validate()?;
-        if !(self.prior_precision.is_finite() && self.prior_precision >= 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "prior precision {} must be >= 0",
-                self.prior_precision
-            )));
-        }
+        validate::non_negative("prior_precision", self.prior_precision)?;
         Ok(TrainConfig {
             sampler: self.sampler,
             privacy: Some(PrivacyConfig {

@@ -10,6 +10,7 @@ use super::{Charges, PrivacyEngine};
 use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
+use crate::validate;
 
 /// [`dp_accounting::Error::BudgetExceeded`] as the engine's [`Error::BudgetExhausted`].
 fn budget_error(e: dp_accounting::Error) -> Error {
@@ -36,16 +37,8 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         sampler: Sampler,
         n: usize,
     ) -> Result<(Option<Charges>, Option<u64>)> {
-        for (name, v) in [
-            ("noise multiplier (sigma)", p.noise_multiplier),
-            ("max_grad_norm (clip)", p.max_grad_norm),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(Error::InvalidConfig(format!(
-                    "{name} is {v}: it must be finite and > 0"
-                )));
-            }
-        }
+        validate::positive("noise_multiplier", p.noise_multiplier)?;
+        validate::positive("max_grad_norm", p.max_grad_norm)?;
         let scheme = sampler.scheme(n);
         let relation = scheme.relation();
         let accountant = p.accountant.build(relation, &p.orders)?;
