@@ -1,0 +1,79 @@
+//! The report of a training table: every run × seed trained or read from the cache, then
+//! the table's rows, comparisons with the paper, per-epoch details, plots and findings.
+
+mod findings;
+mod plots;
+mod rows;
+mod runs;
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::config::{self, Published, TableConfig, TrainingTable};
+use super::report::{RunHeader, TableReport};
+use super::training::{load_data, RunResult};
+use super::ReproduceArgs;
+
+/// Digits of the metric in tables.
+const METRIC_DIGITS: usize = 2;
+
+/// Where a table's report is written and what it compares with.
+pub struct TableContext<'a> {
+    /// The paper's id.
+    pub paper: &'a str,
+    /// The table's config.
+    pub table: &'a TableConfig,
+    /// The table's training settings.
+    pub training: &'a TrainingTable,
+    /// The paper's published values.
+    pub published: &'a Published,
+    /// The output directory of the paper.
+    pub out: &'a Path,
+    /// The command's options.
+    pub args: &'a ReproduceArgs,
+}
+
+/// Trains (or reads from the cache) every run of a training table and assembles its report.
+pub fn training_report(
+    cx: &TableContext<'_>,
+    header: impl Fn(f64) -> RunHeader,
+    started: Instant,
+) -> Result<TableReport> {
+    let t = cx.training;
+    let annealed = t
+        .runs
+        .iter()
+        .any(|r| r.algorithm.unwrap_or(t.algorithm) == config::Algorithm::SaDpsgd);
+    let columns = rows::columns(t, annealed);
+    let data = match load_data(t.dataset)? {
+        Ok(d) => d,
+        Err(why) => {
+            return Ok(rows::not_present_report(
+                cx,
+                &why,
+                header(started.elapsed().as_secs_f64()),
+                columns,
+            ))
+        }
+    };
+    let by_label = runs::train_or_load(cx, &data)?;
+    let (rows, comparisons, mut details) = rows::run_rows(cx, &by_label, annealed, columns.len());
+    let plots = plots::plots(cx, &by_label)?;
+    let findings = findings::findings(cx, &by_label, &mut details)?;
+    let all_runs: Vec<&RunResult> = by_label.values().flatten().collect();
+    let mut run_header = header(started.elapsed().as_secs_f64());
+    run_header.runs_wall_s = Some(all_runs.iter().map(|r| r.wall_s).sum());
+    run_header.run_commits = all_runs.iter().map(|r| r.commit.clone()).collect();
+    run_header.run_commits.sort();
+    run_header.run_commits.dedup();
+    Ok(TableReport {
+        comparisons,
+        findings,
+        plots,
+        details,
+        data: serde_json::to_value(all_runs)?,
+        ..TableReport::for_table(cx.paper, cx.table, run_header, columns, rows)
+    })
+}

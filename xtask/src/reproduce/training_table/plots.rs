@@ -1,0 +1,184 @@
+//! The table's plots: metric per epoch, metric against ε, metric against the target ε,
+//! and the three accountants' ε per epoch.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+
+use super::rows::finals;
+use super::runs::ByRun;
+use super::TableContext;
+use crate::reproduce::config::{PlotConfig, PlotY, TrainingTable};
+use crate::reproduce::epoch_means;
+use crate::reproduce::plot::{line_plot, Series};
+use crate::reproduce::report::mean_sd;
+use crate::reproduce::training::EpochRecord;
+
+/// Draws every plot of the table that has data; the files written.
+pub fn plots(cx: &TableContext<'_>, by_label: &ByRun) -> Result<Vec<String>> {
+    let t = cx.training;
+    let mut plots = vec![];
+    for p in &t.plots {
+        let file = format!("{}.svg", p.file);
+        let mut series = match p.y {
+            PlotY::Metric => metric_series(t, p, by_label)?,
+            PlotY::MetricVersusEpsilon => metric_versus_epsilon(t, p, by_label)?,
+            PlotY::MetricVersusBudget => metric_versus_budget(t, p, by_label)?,
+            PlotY::Epsilon => epsilon_series(t, p, by_label)?,
+        };
+        let (x_label, y_label) = match p.y {
+            PlotY::Metric => ("epoch".to_string(), t.metric.heading().to_string()),
+            PlotY::Epsilon => ("epoch".to_string(), format!("ε at δ = {:e}", t.delta)),
+            PlotY::MetricVersusEpsilon => (
+                format!("ε at δ = {:e} (RDP, classic conversion)", t.delta),
+                t.metric.heading().to_string(),
+            ),
+            PlotY::MetricVersusBudget => (
+                format!("target ε at δ = {:e}", t.delta),
+                t.metric.heading().to_string(),
+            ),
+        };
+        series.retain(|s| !s.points.is_empty());
+        if series.is_empty() {
+            continue;
+        }
+        line_plot(&cx.out.join(&file), &p.title, &x_label, &y_label, &series)?;
+        plots.push(file);
+    }
+    Ok(plots)
+}
+
+/// The index of the run labelled `label`, or an error naming the plot.
+fn run_index(t: &TrainingTable, p: &PlotConfig, label: &str) -> Result<usize> {
+    t.runs
+        .iter()
+        .position(|r| r.label == label)
+        .ok_or_else(|| anyhow::anyhow!("plot {}: no run {label:?}", p.file))
+}
+
+/// The metric per epoch of each named run.
+fn metric_series(t: &TrainingTable, p: &PlotConfig, by_label: &ByRun) -> Result<Vec<Series>> {
+    p.runs
+        .iter()
+        .map(|label| {
+            let i = run_index(t, p, label)?;
+            Ok(Series {
+                label: label.clone(),
+                points: epoch_means(&by_label[&i], |e| Some(e.metric)),
+                dashed: false,
+            })
+        })
+        .collect()
+}
+
+/// The metric against ε of all steps (and, for SA-DPSGD, against the paper's ε).
+fn metric_versus_epsilon(
+    t: &TrainingTable,
+    p: &PlotConfig,
+    by_label: &ByRun,
+) -> Result<Vec<Series>> {
+    let mut series = vec![];
+    for label in &p.runs {
+        let i = run_index(t, p, label)?;
+        let pairs = |eps: fn(&EpochRecord) -> Option<f64>| {
+            let x = epoch_means(&by_label[&i], eps);
+            let y = epoch_means(&by_label[&i], |e| Some(e.metric));
+            x.iter()
+                .filter_map(|&(epoch, e)| y.iter().find(|p| p.0 == epoch).map(|p| (e, p.1)))
+                .collect::<Vec<_>>()
+        };
+        series.push(Series {
+            label: format!("{label} (ε of all steps)"),
+            points: pairs(|e| e.eps_ma),
+            dashed: false,
+        });
+        let paper = pairs(|e| e.eps_paper);
+        if !paper.is_empty() {
+            series.push(Series {
+                label: format!("{label} (paper's ε of accepted steps)"),
+                points: paper,
+                dashed: true,
+            });
+        }
+    }
+    Ok(series)
+}
+
+/// The final metric against each run's target ε, one line per series; runs without a
+/// target are flat dashed lines across the range.
+fn metric_versus_budget(
+    t: &TrainingTable,
+    p: &PlotConfig,
+    by_label: &ByRun,
+) -> Result<Vec<Series>> {
+    let mut order: Vec<String> = vec![];
+    let mut points: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut flat = vec![];
+    for label in &p.runs {
+        let i = run_index(t, p, label)?;
+        let results = &by_label[&i];
+        if results.is_empty() {
+            continue;
+        }
+        let metric = mean_sd(&finals(results, &|e| Some(e.metric))).0;
+        match t.runs[i].target_epsilon() {
+            Some(eps) => {
+                let name = t.runs[i].series.clone().unwrap_or(label.clone());
+                if !order.contains(&name) {
+                    order.push(name.clone());
+                }
+                points.entry(name).or_default().push((eps, metric));
+            }
+            None => flat.push((label.clone(), metric)),
+        }
+    }
+    let xs: Vec<f64> = points.values().flatten().map(|p| p.0).collect();
+    let (x0, x1) = xs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let mut series = vec![];
+    for name in order {
+        let mut line = points.remove(&name).unwrap_or_default();
+        line.sort_by(|a, b| a.0.total_cmp(&b.0));
+        series.push(Series {
+            label: name,
+            points: line,
+            dashed: false,
+        });
+    }
+    if x0.is_finite() {
+        for (label, metric) in flat {
+            series.push(Series {
+                label,
+                points: vec![(x0, metric), (x1, metric)],
+                dashed: true,
+            });
+        }
+    }
+    Ok(series)
+}
+
+/// The three accountants' ε per epoch of the first named run.
+fn epsilon_series(t: &TrainingTable, p: &PlotConfig, by_label: &ByRun) -> Result<Vec<Series>> {
+    let label = p.runs.first().map(String::as_str).unwrap_or_default();
+    let r = &by_label[&run_index(t, p, label)?];
+    Ok(vec![
+        Series {
+            label: "moments accountant (RDP, classic)".into(),
+            points: epoch_means(r, |e| e.eps_ma),
+            dashed: false,
+        },
+        Series {
+            label: "CLT, Poisson (asymptotic)".into(),
+            points: epoch_means(r, |e| e.eps_clt),
+            dashed: true,
+        },
+        Series {
+            label: "PLD (tight)".into(),
+            points: epoch_means(r, |e| e.eps_pld),
+            dashed: false,
+        },
+    ])
+}
