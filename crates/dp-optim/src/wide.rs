@@ -251,6 +251,51 @@ impl WideTrainer {
                 data.len()
             )));
         }
+        let mean_loss = self.batch_gradients(data)?;
+        let b = self.batch.len();
+        self.clipped_sum();
+        let updated = match self.config.method {
+            WideMethod::NonPrivate => self.sum.len(),
+            WideMethod::DpSgd { noise_multiplier } => {
+                GaussianMechanism::new(self.config.clip, noise_multiplier)?
+                    .release_in_place_f32(&mut self.sum, &mut self.noise);
+                self.sum.len()
+            }
+            WideMethod::Sparse {
+                noise_multiplier,
+                second_clip,
+                ..
+            } => self.sparse_release(noise_multiplier, second_clip)?,
+        };
+        if let Some(bad) = self.sum.iter().position(|v| !v.is_finite()) {
+            return Err(Error::UnprotectedParameter(format!(
+                "coordinate {bad} has a non-finite gradient"
+            )));
+        }
+        // Private runs divide by the expected batch size (a post-processing of the noisy
+        // sum); non-private ones by the realised size.
+        let private = self.config.method != WideMethod::NonPrivate;
+        let divisor = if private {
+            self.config.sampling_rate * self.n as f64
+        } else {
+            b as f64
+        };
+        if divisor >= 1.0 || private {
+            let scale = (1.0 / divisor.max(1e-12)) as f32;
+            self.sum.iter_mut().for_each(|v| *v *= scale);
+            self.adam();
+        }
+        self.steps += 1;
+        Ok(WideStep {
+            batch_size: b,
+            mean_loss,
+            updated_coordinates: updated,
+        })
+    }
+
+    /// Draws a Poisson batch and computes each example's sparse gradient; the batch's
+    /// mean loss (NaN when empty; not covered by ε).
+    fn batch_gradients(&mut self, data: &PairSet) -> Result<f64> {
         let sampler = Sampler::Poisson {
             sampling_rate: self.config.sampling_rate,
         };
@@ -268,16 +313,20 @@ impl WideTrainer {
                 .model
                 .example_gradient(data, i, &mut self.gradients[slot])?;
         }
-        let mean_loss = if b == 0 {
+        Ok(if b == 0 {
             f64::NAN
         } else {
             loss_sum / b as f64
-        };
-        let d = self.model.dim();
+        })
+    }
+
+    /// `self.sum` ← Σ clip_{S₁}(gᵢ) (Σ gᵢ without privacy), accumulated row by row; the
+    /// batch's gradients are left clipped.
+    fn clipped_sum(&mut self) {
+        let (d, b) = (self.model.dim(), self.batch.len());
         self.sum.iter_mut().for_each(|v| *v = 0.0);
         let private = self.config.method != WideMethod::NonPrivate;
         let s1 = self.config.clip;
-        // Σ clip_{S₁}(gᵢ) (or Σ gᵢ without privacy), accumulated row by row.
         for g in &mut self.gradients[..b] {
             let norm = g.squared_norm().sqrt();
             let factor = if !private {
@@ -295,80 +344,50 @@ impl WideTrainer {
                     .for_each(|(s, &v)| *s += v);
             }
         }
-        let updated = match self.config.method {
-            WideMethod::NonPrivate => self.sum.len(),
-            WideMethod::DpSgd { noise_multiplier } => {
-                GaussianMechanism::new(s1, noise_multiplier)?
-                    .release_in_place_f32(&mut self.sum, &mut self.noise);
-                self.sum.len()
-            }
-            WideMethod::Sparse {
-                noise_multiplier,
-                second_clip,
-                ..
-            } => {
-                let scores: Vec<f64> = self.sum.iter().map(|&v| f64::from(v.abs())).collect();
-                let chosen = match self.selection()? {
-                    Some(Selector::TopK(t)) => t.select(&scores, &mut self.noise)?,
-                    Some(Selector::Sparse(s)) => {
-                        s.release_largest_magnitudes(&scores, &mut self.noise)?
-                    }
-                    None => Vec::new(),
-                };
-                self.selected.iter_mut().for_each(|s| *s = false);
-                chosen.iter().for_each(|&j| self.selected[j] = true);
-                // Re-clip each example's (already S₁-clipped) gradient restricted to the
-                // support at S₂, and sum on the support only.
-                self.sum.iter_mut().for_each(|v| *v = 0.0);
-                for g in &self.gradients[..b] {
-                    let mut restricted = 0.0f64;
-                    for (slot, &r) in g.rows.iter().enumerate() {
-                        for (c, &v) in g.values[slot * d..(slot + 1) * d].iter().enumerate() {
-                            if self.selected[r as usize * d + c] {
-                                restricted += f64::from(v) * f64::from(v);
-                            }
-                        }
-                    }
-                    let factor = (second_clip / restricted.sqrt()).min(1.0) as f32;
-                    for (slot, &r) in g.rows.iter().enumerate() {
-                        for (c, &v) in g.values[slot * d..(slot + 1) * d].iter().enumerate() {
-                            let j = r as usize * d + c;
-                            if self.selected[j] {
-                                self.sum[j] += factor * v;
-                            }
-                        }
+    }
+
+    /// Sparse DP-SGD's release: the private selection of k coordinates of |Σ clip(gᵢ)|,
+    /// each example's gradient re-clipped at S₂ on that support and summed there, and
+    /// `N(0, σ²S₂²)` on the selected coordinates only; the number selected.
+    fn sparse_release(&mut self, noise_multiplier: f64, second_clip: f64) -> Result<usize> {
+        let scores: Vec<f64> = self.sum.iter().map(|&v| f64::from(v.abs())).collect();
+        let chosen = match self.selection()? {
+            Some(Selector::TopK(t)) => t.select(&scores, &mut self.noise)?,
+            Some(Selector::Sparse(s)) => s.release_largest_magnitudes(&scores, &mut self.noise)?,
+            None => Vec::new(),
+        };
+        self.selected.iter_mut().for_each(|s| *s = false);
+        chosen.iter().for_each(|&j| self.selected[j] = true);
+        self.sum.iter_mut().for_each(|v| *v = 0.0);
+        let (d, b) = (self.model.dim(), self.batch.len());
+        for g in &self.gradients[..b] {
+            let on_support = |slot: usize, r: u32| {
+                g.values[slot * d..(slot + 1) * d]
+                    .iter()
+                    .enumerate()
+                    .map(move |(c, &v)| (r as usize * d + c, v))
+            };
+            let restricted: f64 = g
+                .rows
+                .iter()
+                .enumerate()
+                .flat_map(|(slot, &r)| on_support(slot, r))
+                .filter(|&(j, _)| self.selected[j])
+                .fold(0.0f64, |acc, (_, v)| acc + f64::from(v) * f64::from(v));
+            let factor = (second_clip / restricted.sqrt()).min(1.0) as f32;
+            for (slot, &r) in g.rows.iter().enumerate() {
+                for (j, v) in on_support(slot, r) {
+                    if self.selected[j] {
+                        self.sum[j] += factor * v;
                     }
                 }
-                let std = noise_multiplier * second_clip;
-                for &j in &chosen {
-                    self.sum[j] += (std * self.noise.standard_normal()) as f32;
-                }
-                chosen.len()
             }
-        };
-        if let Some(bad) = self.sum.iter().position(|v| !v.is_finite()) {
-            return Err(Error::UnprotectedParameter(format!(
-                "coordinate {bad} has a non-finite gradient"
-            )));
         }
-        // Private runs divide by the expected batch size (a post-processing of the noisy
-        // sum); non-private ones by the realised size.
-        let divisor = if private {
-            self.config.sampling_rate * self.n as f64
-        } else {
-            b as f64
-        };
-        if divisor >= 1.0 || private {
-            let scale = (1.0 / divisor.max(1e-12)) as f32;
-            self.sum.iter_mut().for_each(|v| *v *= scale);
-            self.adam();
+        let std = noise_multiplier * second_clip;
+        for &j in &chosen {
+            self.sum[j] += (std * self.noise.standard_normal()) as f32;
         }
-        self.steps += 1;
-        Ok(WideStep {
-            batch_size: b,
-            mean_loss,
-            updated_coordinates: updated,
-        })
+        Ok(chosen.len())
     }
 
     /// Adam (β₁ 0.9, β₂ 0.999, ε 1e-8, bias-corrected) on `self.sum`, with the
