@@ -2,12 +2,9 @@
 //! engine, per-epoch metric and accounting, resumable through per-epoch checkpoints.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
-use dp_accounting::{
-    calibrate_noise, calibrate_steps, AccountantKind, CalibrationOptions, OrderGrid,
-};
+use dp_accounting::OrderGrid;
 use dp_mechanisms::NoiseSource;
 use dp_models::data::{self, AdultSplit, Dataset, ImdbOptions, MovieLensShape};
 use dp_models::fused::FusedModel;
@@ -15,18 +12,9 @@ use dp_models::models::{
     adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mlp, mnist_cnn, Activation,
 };
 use dp_models::ncf::{NcfModel, NcfShape};
-use dp_models::PrivateModel;
-use dp_optim::annealing::{AnnealingState, SaDpsgd};
-use dp_optim::dpd::{
-    implied_dropout_rates, DpdBudget, DpdCalibration, DpdTraining, DropoutRates, GaussianDropout,
-    PredictiveAverage, StepSizeSchedule,
-};
-use dp_optim::gdp::{MuStopRule, NoisyTraining};
-use dp_optim::{
-    Checkpoint, Clipping, DpSgd, GradientNormalisation, LearningRateSchedule, Optimizer,
-    PrivacyConfig, PrivacyEngine, Sampler, TrainConfig, Trainer,
-};
-use indicatif::{ProgressBar, ProgressStyle};
+use dp_optim::annealing::AnnealingState;
+use dp_optim::dpd::{DpdCalibration, DropoutRates, StepSizeSchedule};
+use dp_optim::{Checkpoint, Sampler};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -37,8 +25,8 @@ use super::config::{
 use super::Profile;
 
 mod epochs;
-
-use epochs::{EpochObserver, RunAlgorithm, StopRules};
+mod execute;
+mod plan;
 
 /// Train and test data of a table.
 pub struct LoadedData {
@@ -395,14 +383,6 @@ fn train(
     }
 }
 
-/// How one run trains.
-struct Plan {
-    config: TrainConfig,
-    training: NoisyTraining,
-    dpd: Option<DpdTraining>,
-    noise_multiplier: Option<f64>,
-}
-
 struct Run<'a> {
     table: &'a TrainingTable,
     run: &'a RunConfig,
@@ -435,279 +415,6 @@ impl Run<'_> {
             initial: self.run.lr.unwrap_or(self.table.lr),
             decay_steps: d.decay_steps,
             power: d.power,
-        })
-    }
-
-    /// The engine config, the GDP-style settings (for the CLT and PLD readings) and, for
-    /// DPD, its loop; σ given, calibrated to a target ε over `steps`, or from DPD's budget.
-    fn config(&self, n: usize, steps: u64) -> Result<Plan> {
-        let t = self.table;
-        let batch_size = self.run.batch_size.unwrap_or(t.batch_size);
-        let lr = self.run.lr.unwrap_or(t.lr);
-        let q = (batch_size as f64 / n as f64).min(1.0);
-        let sampler = self.sampler(n);
-        let normalisation = if t.realised_batch_normalisation {
-            GradientNormalisation::RealisedBatchSize
-        } else {
-            GradientNormalisation::ExpectedBatchSize
-        };
-        let (clipping, clip) = match self.run.clipping.unwrap_or(ClippingChoice::Flat) {
-            ClippingChoice::Flat => (Clipping::Flat, t.clip),
-            ClippingChoice::AutoS { gamma } => (Clipping::Automatic, gamma),
-        };
-        let mut training = NoisyTraining {
-            sampling_rate: q,
-            noise_multiplier: self.run.sigma.unwrap_or(1.0),
-            clip,
-            delta: t.delta,
-            normalisation,
-        };
-        let mut dpd = None;
-        let mut config = match self.algorithm() {
-            Algorithm::NoisySgd => training.noisy_sgd(lr)?,
-            Algorithm::NoisyAdam => training.noisy_adam(lr)?,
-            Algorithm::Dpd => {
-                let (Some(budget), Some(settings)) = (self.run.dpd, t.dpd) else {
-                    anyhow::bail!(
-                        "{}: a DPD run needs the run's `dpd` budget and the table's `dpd` settings",
-                        self.run.label
-                    );
-                };
-                let schedule = self.schedule().with_context(|| {
-                    format!(
-                        "{}: DPD needs the table's lr_decay (Robbins-Monro steps)",
-                        self.run.label
-                    )
-                })?;
-                let calibration = DpdBudget {
-                    epsilon_total: budget.epsilon_total,
-                    delta_total: t.delta,
-                    delta_prime: settings.delta_prime,
-                    steps,
-                    sampling_rate: q,
-                    composition: budget.composition,
-                    amplification: settings.amplification,
-                    gaussian: settings.gaussian,
-                }
-                .calibrate()
-                .with_context(|| format!("calibrating {}", self.run.label))?;
-                let training_loop = DpdTraining {
-                    calibration,
-                    clip,
-                    sampler,
-                    schedule,
-                    prior_precision: settings.prior_precision,
-                    placement: settings.placement,
-                    ledger_delta: t.delta,
-                };
-                training.noise_multiplier = calibration.noise_multiplier();
-                dpd = Some(training_loop);
-                training_loop.train_config()?
-            }
-            Algorithm::DpSgd | Algorithm::SaDpsgd | Algorithm::GaussianDropout => TrainConfig {
-                sampler,
-                privacy: Some(PrivacyConfig {
-                    noise_multiplier: training.noise_multiplier,
-                    max_grad_norm: clip,
-                    clipping,
-                    delta: t.delta,
-                    target_epsilon: None,
-                    accountant: AccountantKind::RdpClassic,
-                    orders: OrderGrid::Int2To64,
-                }),
-                optimizer: Optimizer::Sgd {
-                    lr,
-                    momentum: t.momentum,
-                },
-                normalisation,
-            },
-        };
-        if let Some(privacy) = config.privacy.as_mut() {
-            privacy.clipping = clipping;
-            if let Some(orders) = &t.orders {
-                privacy.orders = orders.clone();
-            }
-            if let Some(target) = self.run.calibrate_epsilon {
-                let (kind, orders) = (privacy.accountant, privacy.orders.clone());
-                let scheme = config.sampler.scheme(n);
-                let calibrated = calibrate_noise(
-                    || kind.build(scheme.relation(), &orders),
-                    |z| scheme.gaussian_run_event(z, steps),
-                    target,
-                    t.delta,
-                    CalibrationOptions::default(),
-                )?;
-                privacy.noise_multiplier = calibrated.value;
-                training.noise_multiplier = calibrated.value;
-            }
-        }
-        if !self.run.is_private() {
-            config.privacy = None;
-        }
-        let noise_multiplier = config.privacy.as_ref().map(|p| p.noise_multiplier);
-        Ok(Plan {
-            config,
-            training,
-            dpd,
-            noise_multiplier,
-        })
-    }
-
-    fn execute<M: PrivateModel>(
-        &self,
-        model: M,
-        noise: NoiseSource,
-        train: &Dataset,
-        test: &Dataset,
-        physical_batch: Option<usize>,
-        layers: Vec<std::ops::Range<usize>>,
-    ) -> Result<RunResult> {
-        let n = train.len();
-        let steps_per_epoch = self.sampler(n).steps_per_epoch(n) as u64;
-        let plan = self.config(n, steps_per_epoch * u64::from(self.epochs))?;
-        let (config, training) = (plan.config, plan.training);
-        let private = config.privacy.is_some();
-        let privacy = config.privacy.clone();
-        let sampler = config.sampler;
-        let schedule = self.schedule();
-        let mut engine = PrivacyEngine::new(model, config, n, noise)?;
-        if let Some(size) = physical_batch {
-            engine.set_physical_batch_size(size)?;
-        }
-        let annealed = private && self.algorithm() == Algorithm::SaDpsgd;
-        let mut algorithm: RunAlgorithm<M> = match (&plan.dpd, self.run.gaussian_dropout) {
-            _ if annealed => {
-                RunAlgorithm::Annealed(SaDpsgd::new(self.run.annealing.unwrap_or_default(), None))
-            }
-            (Some(dpd), _) if private => RunAlgorithm::Plain(Box::new(*dpd)),
-            (_, Some(alpha)) if self.algorithm() == Algorithm::GaussianDropout => {
-                RunAlgorithm::Plain(Box::new(GaussianDropout { alpha }))
-            }
-            _ => RunAlgorithm::Plain(Box::new(DpSgd)),
-        };
-        let (mut records, mut previous_wall) = (Vec::new(), 0.0);
-        if let Ok(text) = std::fs::read_to_string(self.partial) {
-            if let Ok(p) = serde_json::from_str::<Partial>(&text) {
-                engine.restore(&p.checkpoint)?;
-                records = p.records;
-                previous_wall = p.wall_s;
-                if let RunAlgorithm::Annealed(sa) = &mut algorithm {
-                    sa.state = p.annealing.unwrap_or_default();
-                }
-            }
-        }
-        // SA-DPSGD's budget counts accepted steps; rejected iterations are capped at twice
-        // the budget so a run that never accepts still ends.
-        let mut budget = steps_per_epoch * u64::from(self.epochs);
-        if let (Some(target), Some(p)) = (self.table.target_epsilon, &privacy) {
-            let scheme = sampler.scheme(n);
-            let make = || p.accountant.build(scheme.relation(), &p.orders);
-            let run = |steps| scheme.gaussian_run_event(p.noise_multiplier, steps);
-            budget = budget.min(calibrate_steps(make, run, target, p.delta)?.value);
-        }
-        let max_iterations = if annealed { 3 * budget } else { budget };
-        let bar = ProgressBar::new(max_iterations);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "  {msg:32} [{bar:30}] {pos}/{len} steps, {elapsed} (eta {eta})",
-            )?
-            .progress_chars("=> "),
-        );
-        bar.set_message(format!("{} (seed {})", self.run.label, self.seed));
-        bar.set_position(engine.steps());
-        let stop = StopRules {
-            epochs: self.epochs,
-            budget,
-            max_iterations,
-            mu: self
-                .table
-                .stop_max_mu
-                .filter(|_| private)
-                .map(|max_mu| MuStopRule { max_mu }),
-        };
-        let done_before = stop.finished(&engine, &algorithm, records.len() as u32);
-        let mut observer = EpochObserver {
-            table: self.table,
-            test,
-            sampler,
-            n,
-            training,
-            private,
-            stop,
-            partial: self.partial,
-            bar,
-            stopped_by_mu: !records.is_empty()
-                && stop
-                    .mu
-                    .is_some_and(|r| r.should_stop(&training, engine.steps())),
-            records,
-            previous_wall,
-            started: Instant::now(),
-            predictive: PredictiveAverage::default(),
-            failure: None,
-        };
-        if !done_before && !observer.stopped_by_mu {
-            let trainer = Trainer {
-                total_steps: u64::MAX, // the observer's stop rules end the run
-                steps_per_epoch,
-                checkpoints: None, // the observer's partial file holds the checkpoint
-                schedule: schedule
-                    .as_ref()
-                    .filter(|_| plan.dpd.is_none())
-                    .map(|s| s as &dyn LearningRateSchedule),
-            };
-            trainer.fit(&mut engine, &mut algorithm, train, &mut observer)?;
-        }
-        if let Some(failure) = observer.failure.take() {
-            return Err(failure);
-        }
-        observer.bar.finish_and_clear();
-        let EpochObserver {
-            records,
-            predictive,
-            stopped_by_mu,
-            previous_wall,
-            started,
-            ..
-        } = observer;
-        let dpd = match &plan.dpd {
-            Some(d) if private => {
-                let theta = engine.model().parameters()?;
-                let all = 0..theta.len();
-                let whole = std::slice::from_ref(&all);
-                let layers = if layers.is_empty() {
-                    whole
-                } else {
-                    &layers[..]
-                };
-                Some(DpdOutcome {
-                    calibration: d.calibration,
-                    dropout_rates: implied_dropout_rates(
-                        &theta,
-                        layers,
-                        d.clip,
-                        d.calibration.sigma,
-                    )?,
-                })
-            }
-            _ => None,
-        };
-        let predictive_metric = predictive.accuracy(test).map(|a| 100.0 * a);
-        Ok(RunResult {
-            noise_multiplier: plan.noise_multiplier,
-            dpd,
-            predictive_metric,
-            key: self.key.to_string(),
-            label: self.run.label.clone(),
-            seed: self.seed,
-            commit: super::git_commit(),
-            sigma: self.run.sigma,
-            train_examples: n,
-            test_examples: test.len(),
-            stopped_by_mu,
-            nonfinite_gradients: engine.nonfinite_gradients(),
-            wall_s: previous_wall + started.elapsed().as_secs_f64(),
-            epochs: records,
         })
     }
 }
