@@ -87,6 +87,20 @@ fn modern_epsilons(n: u64, batch: u64, z: f64, steps: u64, delta: f64) -> Result
     ))
 }
 
+/// The table's columns.
+const COLUMNS: [&str; 10] = [
+    "ε_tot",
+    "epochs",
+    "T",
+    "reading",
+    "ε_iter",
+    "σ",
+    "noise std / C (2σ)",
+    "ε RDP, replace-one, fixed-size (same noise)",
+    "ε RDP, add/remove, Poisson (same noise)",
+    "ε PLD, add/remove, Poisson (same noise)",
+];
+
 /// The table.
 pub fn accounting_report(
     paper: &str,
@@ -95,103 +109,128 @@ pub fn accounting_report(
     header: impl Fn(f64) -> RunHeader,
 ) -> Result<TableReport> {
     let started = Instant::now();
-    let columns: Vec<String> = [
-        "ε_tot",
-        "epochs",
-        "T",
-        "reading",
-        "ε_iter",
-        "σ",
-        "noise std / C (2σ)",
-        "ε RDP, replace-one, fixed-size (same noise)",
-        "ε RDP, add/remove, Poisson (same noise)",
-        "ε PLD, add/remove, Poisson (same noise)",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
     let (mut rows, mut data) = (vec![], vec![]);
-    let mut ratios = vec![];
     let mut zcdp_wins = (0, 0);
     for &epsilon_total in &config.epsilons {
         for &epochs in &config.epochs {
-            let steps = epochs * config.n / config.batch_size;
             let mut ac_iter = None;
             for reading in &config.readings {
-                let budget = DpdBudget {
-                    epsilon_total,
-                    delta_total: config.delta_total,
-                    delta_prime: config.delta_prime,
-                    steps,
-                    sampling_rate: config.batch_size as f64 / config.n as f64,
-                    composition: reading.composition,
-                    amplification: reading.amplification,
-                    gaussian: reading.gaussian,
-                };
-                let mut r = Reading {
-                    epsilon_total,
-                    epochs,
-                    steps,
-                    reading: reading.label.clone(),
-                    epsilon_iter: None,
-                    sigma: None,
-                    refused: None,
-                    eps_rdp_replace_one: None,
-                    eps_rdp_add_remove: None,
-                    eps_pld_add_remove: None,
-                };
-                match budget.calibrate() {
-                    Ok(c) => {
-                        let (ro, ar, pld) = modern_epsilons(
-                            config.n,
-                            config.batch_size,
-                            c.noise_multiplier(),
-                            steps,
-                            config.delta_total,
-                        )?;
-                        r.epsilon_iter = Some(c.epsilon_iter);
-                        r.sigma = Some(c.sigma);
-                        r.eps_rdp_replace_one = Some(ro);
-                        r.eps_rdp_add_remove = Some(ar);
-                        r.eps_pld_add_remove = Some(pld);
-                        ratios.push(epsilon_total / ro);
-                        let same_tools = reading.amplification == Amplification::Tight
-                            && reading.gaussian == GaussianCalibration::Analytic;
-                        match reading.composition {
-                            DpdComposition::Advanced { first_order: false } if same_tools => {
-                                ac_iter = Some(c.epsilon_iter);
-                            }
-                            DpdComposition::Zcdp { .. } if same_tools => {
-                                if let Some(ac) = ac_iter {
-                                    zcdp_wins.1 += 1;
-                                    if c.epsilon_iter >= ac {
-                                        zcdp_wins.0 += 1;
-                                    }
+                let r = read(config, reading, epsilon_total, epochs)?;
+                if let Some(epsilon_iter) = r.epsilon_iter {
+                    let same_tools = reading.amplification == Amplification::Tight
+                        && reading.gaussian == GaussianCalibration::Analytic;
+                    match reading.composition {
+                        DpdComposition::Advanced { first_order: false } if same_tools => {
+                            ac_iter = Some(epsilon_iter);
+                        }
+                        DpdComposition::Zcdp { .. } if same_tools => {
+                            if let Some(ac) = ac_iter {
+                                zcdp_wins.1 += 1;
+                                if epsilon_iter >= ac {
+                                    zcdp_wins.0 += 1;
                                 }
                             }
-                            _ => {}
                         }
+                        _ => {}
                     }
-                    Err(e) => r.refused = Some(e.to_string()),
                 }
-                rows.push(vec![
-                    format!("{epsilon_total}"),
-                    epochs.to_string(),
-                    steps.to_string(),
-                    reading.label.clone(),
-                    r.epsilon_iter
-                        .map_or_else(|| "refused (see below)".into(), |e| format!("{e:.4}")),
-                    fmt(r.sigma, 3),
-                    fmt(r.sigma.map(|s| 2.0 * s), 3),
-                    fmt(r.eps_rdp_replace_one, 3),
-                    fmt(r.eps_rdp_add_remove, 3),
-                    fmt(r.eps_pld_add_remove, 3),
-                ]);
+                rows.push(row(&r));
                 data.push(r);
             }
         }
     }
+    Ok(TableReport {
+        comparisons: vec![],
+        findings: findings(&data, zcdp_wins),
+        plots: vec![],
+        details: vec![],
+        data: serde_json::to_value(&data)?,
+        ..TableReport::for_table(
+            paper,
+            table,
+            header(started.elapsed().as_secs_f64()),
+            COLUMNS.iter().map(|s| s.to_string()).collect(),
+            rows,
+        )
+    })
+}
+
+/// One reading of one (ε_tot, epochs) setting: DPD's calibration (or why it is refused)
+/// and what the modern accountants give for the same noise.
+fn read(
+    config: &DpdAccountingConfig,
+    reading: &DpdReading,
+    epsilon_total: f64,
+    epochs: u64,
+) -> Result<Reading> {
+    let steps = epochs * config.n / config.batch_size;
+    let budget = DpdBudget {
+        epsilon_total,
+        delta_total: config.delta_total,
+        delta_prime: config.delta_prime,
+        steps,
+        sampling_rate: config.batch_size as f64 / config.n as f64,
+        composition: reading.composition,
+        amplification: reading.amplification,
+        gaussian: reading.gaussian,
+    };
+    let mut r = Reading {
+        epsilon_total,
+        epochs,
+        steps,
+        reading: reading.label.clone(),
+        epsilon_iter: None,
+        sigma: None,
+        refused: None,
+        eps_rdp_replace_one: None,
+        eps_rdp_add_remove: None,
+        eps_pld_add_remove: None,
+    };
+    match budget.calibrate() {
+        Ok(c) => {
+            let (ro, ar, pld) = modern_epsilons(
+                config.n,
+                config.batch_size,
+                c.noise_multiplier(),
+                steps,
+                config.delta_total,
+            )?;
+            r.epsilon_iter = Some(c.epsilon_iter);
+            r.sigma = Some(c.sigma);
+            r.eps_rdp_replace_one = Some(ro);
+            r.eps_rdp_add_remove = Some(ar);
+            r.eps_pld_add_remove = Some(pld);
+        }
+        Err(e) => r.refused = Some(e.to_string()),
+    }
+    Ok(r)
+}
+
+/// A reading's row of the table.
+fn row(r: &Reading) -> Vec<String> {
+    vec![
+        format!("{}", r.epsilon_total),
+        r.epochs.to_string(),
+        r.steps.to_string(),
+        r.reading.clone(),
+        r.epsilon_iter
+            .map_or_else(|| "refused (see below)".into(), |e| format!("{e:.4}")),
+        fmt(r.sigma, 3),
+        fmt(r.sigma.map(|s| 2.0 * s), 3),
+        fmt(r.eps_rdp_replace_one, 3),
+        fmt(r.eps_rdp_add_remove, 3),
+        fmt(r.eps_pld_add_remove, 3),
+    ]
+}
+
+/// What the readings show: how much of DPD's budget RDP leaves unused, zCDP against AC,
+/// and the refusals.
+fn findings(data: &[Reading], zcdp_wins: (usize, usize)) -> Vec<String> {
     let mut findings = vec![];
+    let ratios: Vec<f64> = data
+        .iter()
+        .filter_map(|r| r.eps_rdp_replace_one.map(|ro| r.epsilon_total / ro))
+        .collect();
     if !ratios.is_empty() {
         let (lo, hi) = ratios
             .iter()
@@ -227,20 +266,7 @@ pub fn accounting_report(
             refusals.join("; ")
         ));
     }
-    Ok(TableReport {
-        comparisons: vec![],
-        findings,
-        plots: vec![],
-        details: vec![],
-        data: serde_json::to_value(&data)?,
-        ..TableReport::for_table(
-            paper,
-            table,
-            header(started.elapsed().as_secs_f64()),
-            columns,
-            rows,
-        )
-    })
+    findings
 }
 
 #[cfg(test)]
