@@ -22,8 +22,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use config::{load_paper, AccountingRow, Experiment, Published, TableConfig};
-use plot::{line_plot, Series};
+use config::{load_paper, Experiment, Published, TableConfig};
 use report::{fmt, mean_sd, status, Comparison, RunHeader, TableReport};
 use training::RunResult;
 
@@ -287,7 +286,7 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
         println!("\nTable {}: {}", table.number, table.title);
         let report = match &table.experiment {
             Experiment::Accounting { rows } => {
-                accounting_report(paper, table, rows, &published, &out, header)?
+                accounting::accounting_report(paper, table, rows, &published, &out, header)?
             }
             Experiment::DpdAccounting(c) => dpd::accounting_report(paper, table, c, header)?,
             Experiment::Wide(w) => wide::wide_report(paper, table, w, &out, args, header)?,
@@ -415,106 +414,6 @@ fn compare(
         ours_sd: sd,
         difference: Some(ours - p.value),
         status: status(ours, p.value, p.tolerance),
-    })
-}
-
-fn accounting_report(
-    paper: &str,
-    table: &TableConfig,
-    rows: &[AccountingRow],
-    published: &Published,
-    out: &Path,
-    header: impl Fn(f64) -> RunHeader,
-) -> Result<TableReport> {
-    let started = Instant::now();
-    let mut columns: Vec<String> = ["setting", "n", "B", "σ", "δ", "epochs", "T"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    columns.extend(accounting::COLUMNS.iter().map(|c| c.1.to_string()));
-    let (mut body, mut comparisons, mut data, mut plots) = (vec![], vec![], vec![], vec![]);
-    let (mut under, mut total) = (0, 0);
-    for row in rows {
-        let readings = accounting::row_readings(row)?;
-        for (epochs, r) in &readings {
-            let label = accounting::row_label(row, *epochs);
-            let mut cells = vec![
-                row.dataset.clone(),
-                row.n.to_string(),
-                row.batch_size.to_string(),
-                format!("{}", row.sigma),
-                format!("{:e}", row.delta),
-                format!("{epochs}"),
-                format!("{:.1}", r.steps),
-            ];
-            for (key, _) in accounting::COLUMNS {
-                cells.push(fmt(r.get(key), 4));
-                if let Some(c) = compare(
-                    published,
-                    &table.id,
-                    &label,
-                    key,
-                    &[r.get(key).unwrap_or(f64::NAN)],
-                ) {
-                    comparisons.push(c);
-                }
-            }
-            total += 1;
-            if r.eps_clt < r.eps_pld {
-                under += 1;
-            }
-            body.push(cells);
-            data.push(serde_json::json!({"row": label, "readings": r}));
-        }
-        if readings.len() >= 2 {
-            let file = format!(
-                "{}-{}-sigma{}.svg",
-                table.id,
-                row.dataset.to_lowercase().replace(' ', "-"),
-                row.sigma
-            );
-            let line = |label: &str, key: &str, dashed| Series {
-                label: label.into(),
-                points: readings
-                    .iter()
-                    .map(|(e, r)| (*e, r.get(key).unwrap_or(f64::NAN)))
-                    .collect(),
-                dashed,
-            };
-            line_plot(
-                &out.join(&file),
-                &format!(
-                    "{}: ε(δ = {:e}) for σ = {}, B = {}",
-                    row.dataset, row.delta, row.sigma, row.batch_size
-                ),
-                "epochs",
-                "ε",
-                &[
-                    line("moments accountant (RDP, classic)", "eps_ma", false),
-                    line("CLT, Poisson (asymptotic)", "eps_clt", true),
-                    line("PLD (tight)", "eps_pld", false),
-                ],
-            )?;
-            plots.push(file);
-        }
-    }
-    let findings = vec![format!(
-        "The CLT ε is below the tight PLD ε in {under} of {total} settings: the CLT is an \
-         asymptotic approximation, not a bound, and can under-report the privacy spent."
-    )];
-    Ok(TableReport {
-        comparisons,
-        findings,
-        plots,
-        details: vec![],
-        data: serde_json::Value::Array(data),
-        ..TableReport::for_table(
-            paper,
-            table,
-            header(started.elapsed().as_secs_f64()),
-            columns,
-            body,
-        )
     })
 }
 
