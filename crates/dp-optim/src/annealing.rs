@@ -51,9 +51,9 @@ pub enum EnergySource {
     Privatised {
         /// Sampling rate of the validation batch.
         sampling_rate: f64,
-        /// C_v.
+        /// C_v > 0: the bound each per-example loss difference is clipped to.
         clip: f64,
-        /// σ_v.
+        /// σ_v > 0: the test's noise standard deviation over C_v.
         noise_multiplier: f64,
     },
 }

@@ -65,7 +65,7 @@ pub struct AuditReport {
     pub claimed_epsilon: f64,
     /// The audited lower bound on ε at `delta`, holding with `confidence`.
     pub lower_bound: f64,
-    /// δ.
+    /// δ ∈ (0, 1) at which the claimed ε is read.
     pub delta: f64,
     /// The confidence of the lower bound.
     pub confidence: f64,

@@ -26,7 +26,7 @@ pub enum Error {
         epsilon: f64,
         /// The budget.
         budget: f64,
-        /// δ.
+        /// The budget's δ.
         delta: f64,
     },
     /// The step was refused because a parameter lacks a clipped, noised gradient.

@@ -33,7 +33,7 @@ pub enum RunField {
     Clip,
     /// How per-example gradients are bounded.
     Clipping,
-    /// δ.
+    /// δ at which ε is reported and the budget enforced.
     Delta,
     /// The ε budget.
     TargetEpsilon,

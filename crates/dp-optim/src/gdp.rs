@@ -24,7 +24,7 @@ use crate::validate;
 pub struct NoisyTraining {
     /// Poisson sampling rate p = B/n.
     pub sampling_rate: f64,
-    /// σ.
+    /// σ > 0: the noise standard deviation over the clipping norm R.
     pub noise_multiplier: f64,
     /// The clipping norm R.
     pub clip: f64,

@@ -26,14 +26,14 @@ pub enum Sampler {
     /// empty). Accounted as `PoissonSampled(q, Gaussian(σ))` under add/remove neighbours
     /// (Mironov, Talwar, Zhang 2019).
     Poisson {
-        /// q.
+        /// q ∈ (0, 1]: each record's inclusion probability (expected batch size qn).
         sampling_rate: f64,
     },
     /// Each batch is a uniformly random subset of exactly `batch_size` records, drawn
     /// afresh every step. Accounted as `SampledWithoutReplacement(n, m, Gaussian(σ))`
     /// under replace-one neighbours (Wang, Balle, Kasiviswanathan 2019).
     FixedSize {
-        /// m.
+        /// m ∈ 1..=n: the records in each batch.
         batch_size: usize,
     },
     /// Each epoch, a fresh random permutation cut into consecutive batches of
@@ -42,7 +42,7 @@ pub enum Sampler {
     /// batch per epoch, so an epoch is one Gaussian mechanism on it (parallel composition)
     /// with sensitivity 2C, i.e. `Gaussian(σ/2)`, charged at the first step of the epoch.
     Shuffle {
-        /// m.
+        /// m ≥ 1: the records in each batch (the epoch's last may be smaller).
         batch_size: usize,
     },
 }

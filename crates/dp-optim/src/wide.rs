@@ -49,17 +49,17 @@ pub enum WideMethod {
     NonPrivate,
     /// DP-SGD (Adam): Σ clip_{S₁}(gᵢ) + N(0, σ²S₁² I) on every coordinate.
     DpSgd {
-        /// σ.
+        /// σ > 0: the noise standard deviation over S₁.
         noise_multiplier: f64,
     },
     /// Sparse DP-SGD: select k = ⌈γp⌉ coordinates of |Σ clip_{S₁}(gᵢ)|, re-clip each
     /// example's gradient restricted to them at S₂, add N(0, σ²S₂²) there only.
     Sparse {
-        /// σ.
+        /// σ > 0: the noise standard deviation over S₂.
         noise_multiplier: f64,
-        /// γ.
+        /// γ ∈ (0, 1]: the fraction of coordinates selected each step (k = ⌈γp⌉).
         fraction: f64,
-        /// S₂.
+        /// S₂ > 0: the norm each example is re-clipped to on the selected support.
         second_clip: f64,
         /// The selection mechanism.
         selection: CoordinateSelection,
@@ -71,7 +71,7 @@ pub enum WideMethod {
 pub struct WideConfig {
     /// Poisson rate q = b/n.
     pub sampling_rate: f64,
-    /// S₁.
+    /// S₁ > 0: the per-example clipping norm.
     pub clip: f64,
     /// The algorithm.
     pub method: WideMethod,

@@ -35,7 +35,7 @@ pub enum NoisePlacement {
 /// `0.5 < γ ≤ 1`. In SGLD's notation `η_t = 2·lr_t/N`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepSizeSchedule {
-    /// lr₀.
+    /// lr₀ > 0: the step size at iteration 0.
     pub initial: f64,
     /// t₀ (iterations).
     pub decay_steps: f64,
@@ -75,11 +75,11 @@ impl crate::LearningRateSchedule for StepSizeSchedule {
 pub struct DpdTraining {
     /// The calibrated budget (σ).
     pub calibration: DpdCalibration,
-    /// C.
+    /// C > 0: the per-example clipping norm.
     pub clip: f64,
     /// Minibatches (the paper: fixed-size S; its analysis: Poisson with rate ν).
     pub sampler: Sampler,
-    /// lr_t.
+    /// The step size lr_t per iteration (Robbins–Monro).
     pub schedule: StepSizeSchedule,
     /// λ of the Gaussian prior `N(0, I/λ)`: the step adds `(η_t/2)·λθ = (lr_t/N)·λθ`.
     /// 0 drops the prior (the paper does not specify it).
