@@ -275,11 +275,7 @@ impl<'a> SaDpsgd<'a> {
     ) -> Result<AnnealedStep> {
         let saved = engine.snapshot()?;
         let validation = self.start_validation(engine, data)?;
-        let charge = engine.begin_step(data)?;
-        let batch = engine.draw_batch();
-        let clipped = engine.clipped_sum(data, &batch)?;
-        let noisy = engine.release(charge, clipped)?;
-        let report = engine.apply_update(&noisy)?;
+        let (report, batch) = engine.step_with_batch(data)?;
         let (energy, delta_energy) = match validation {
             Some(v) => (f64::NAN, Some(privatised_delta(engine, data, v)?)),
             None => {

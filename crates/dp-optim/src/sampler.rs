@@ -7,7 +7,6 @@ use dp_mechanisms::NoiseSource;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::validate;
 
 /// The state of a shuffled sampler: this epoch's permutation and the next position.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,25 +47,27 @@ pub enum Sampler {
 }
 
 impl Sampler {
-    /// Checks the sampler against a dataset of `n` records.
+    /// Checks the sampler against a dataset of `n` records: its scheme's parameters
+    /// ([`SamplingScheme::validate`]), and a dataset that is not empty.
     pub fn validate(&self, n: usize) -> Result<()> {
-        match *self {
-            _ if n == 0 => Err(Error::InvalidParameter {
+        if n == 0 {
+            return Err(Error::InvalidParameter {
                 name: "dataset_size",
                 value: 0.0,
                 reason: "must be >= 1 (the dataset is empty)",
+            });
+        }
+        match self.scheme(n).validate() {
+            Err(dp_accounting::Error::InvalidParameter {
+                name,
+                value,
+                reason,
+            }) => Err(Error::InvalidParameter {
+                name,
+                value,
+                reason,
             }),
-            Sampler::Poisson { sampling_rate } => {
-                validate::rate("sampling_rate", sampling_rate).map(drop)
-            }
-            Sampler::FixedSize { batch_size } if batch_size > n => Err(Error::InvalidParameter {
-                name: "batch_size",
-                value: batch_size as f64,
-                reason: "must not exceed the dataset size",
-            }),
-            Sampler::FixedSize { batch_size } | Sampler::Shuffle { batch_size } => {
-                validate::at_least_one("batch_size", batch_size).map(drop)
-            }
+            other => Ok(other?),
         }
     }
 

@@ -10,6 +10,7 @@ use crate::algorithm::Algorithm;
 use crate::checkpoint::CheckpointDir;
 use crate::engine::{PrivacyEngine, StepReport};
 use crate::error::{Error, Result};
+use crate::validate;
 
 /// A learning rate for each step (0-based), set on the engine before the step.
 pub trait LearningRateSchedule {
@@ -117,11 +118,7 @@ impl Trainer<'_> {
         A: Algorithm<M>,
         O: Observer<M, A>,
     {
-        if self.steps_per_epoch == 0 {
-            return Err(Error::InvalidConfig(
-                "an epoch needs at least one step".into(),
-            ));
-        }
+        validate::at_least_one("steps_per_epoch", self.steps_per_epoch as usize)?;
         let mut outcome = FitOutcome {
             steps: engine.steps(),
             stopped_by_budget: false,

@@ -4,8 +4,10 @@
 use dp_accounting::{
     calibrate_steps, Budget, BudgetFilter, DpEvent, DynAccountant, Guarantee, Reservation,
 };
+use dp_mechanisms::Mechanism;
 use dp_models::PrivateModel;
 
+use super::step::step_mechanism;
 use super::{Charges, PrivacyEngine};
 use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
@@ -42,8 +44,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let scheme = sampler.scheme(n);
         let relation = scheme.relation();
         let accountant = p.accountant.build(relation, &p.orders)?;
-        // The accountant must accept the sampler's event: a mismatch is an error.
-        let step = scheme.amplify(scheme.gaussian_on_sum(p.noise_multiplier));
+        // The accountant must accept the sampler's event: a mismatch is an error. The
+        // event is that of the mechanism every step releases through.
+        let event = step_mechanism(p, &scheme)?.event();
+        let step = scheme.amplify(event.clone());
         accountant.supports(&step)?;
         let Some(target) = p.target_epsilon else {
             let open = BudgetFilter::new(accountant, Budget::unbounded(p.delta)?);
@@ -61,7 +65,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             )));
         }
         let make = || p.accountant.build(relation, &p.orders);
-        let run = |t| scheme.gaussian_run_event(p.noise_multiplier, t);
+        let run = |t| scheme.run_event(event.clone(), t);
         let planned = calibrate_steps(make, run, target, p.delta)?.value;
         let budget = Budget::new(target, p.delta)?;
         Ok((Some(BudgetFilter::new(accountant, budget)), Some(planned)))

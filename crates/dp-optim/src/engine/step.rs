@@ -120,11 +120,17 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// if it does not fit), committed once the noisy gradient is ready, and only then is
     /// θ updated.
     pub fn step(&mut self, data: &Dataset) -> Result<StepReport> {
+        Ok(self.step_with_batch(data)?.0)
+    }
+
+    /// [`step`](Self::step), also returning the indices of the batch it drew (for an
+    /// algorithm that evaluates on that batch, like SA-DPSGD's energy).
+    pub fn step_with_batch(&mut self, data: &Dataset) -> Result<(StepReport, Vec<usize>)> {
         let charge = self.begin_step(data)?;
         let batch = self.draw_batch();
         let clipped = self.clipped_sum(data, &batch)?;
         let noisy = self.release(charge, clipped)?;
-        self.apply_update(&noisy)
+        Ok((self.apply_update(&noisy)?, batch))
     }
 
     /// The next batch of the training sequence, drawn with the run's sampler.
@@ -151,10 +157,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     pub fn clipped_sum(&mut self, data: &Dataset, batch: &[usize]) -> Result<ClippedSum> {
         let p_count = self.model.num_params();
         let rule = self.clip_rule();
-        #[cfg(feature = "fault-injection")]
-        let applied = self.fault.map_or(rule, |f| f.clip_rule(rule));
-        #[cfg(not(feature = "fault-injection"))]
         let applied = rule;
+        #[cfg(feature = "fault-injection")]
+        let applied = self.fault.map_or(applied, |f| f.clip_rule(applied));
         let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
         let mut sum = vec![0.0f32; p_count];
         let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
@@ -213,11 +218,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                     mechanism.sensitivity()
                 )));
             }
+            let add_noise = true;
             #[cfg(feature = "fault-injection")]
-            let skip = self.fault == Some(crate::fault::Fault::SkipNoise);
-            #[cfg(not(feature = "fault-injection"))]
-            let skip = false;
-            if !skip {
+            let add_noise = add_noise && self.fault != Some(crate::fault::Fault::SkipNoise);
+            if add_noise {
                 mechanism.release_in_place_f32(&mut sum, &mut self.noise);
             }
         }
@@ -316,8 +320,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 /// The Gaussian mechanism of a step under `scheme`: the clipped sum's sensitivity under
 /// the scheme's relation, and the noise σ·(clip rule's bound) that the configuration
 /// names (so the mechanism's own multiplier is σ/2 under replace-one).
-fn step_mechanism(p: &PrivacyConfig, scheme: &SamplingScheme) -> Result<GaussianMechanism> {
-    let bound = p.clip_rule().sensitivity().unwrap_or(p.max_grad_norm);
+pub(super) fn step_mechanism(
+    p: &PrivacyConfig,
+    scheme: &SamplingScheme,
+) -> Result<GaussianMechanism> {
+    let bound = p.clip_rule().sensitivity().ok_or_else(|| {
+        Error::UnprotectedParameter("a private run's clip rule bounds nothing".into())
+    })?;
     let factor = scheme.relation().sum_sensitivity(1.0);
     Ok(GaussianMechanism::new(
         bound * factor,
