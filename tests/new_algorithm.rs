@@ -9,7 +9,7 @@ use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::loss::cross_entropy;
 use dp_models::models::{mlp, Activation};
-use dp_models::PrivateModel;
+use dp_models::Classifier;
 use dp_optim::{
     accuracy, Algorithm, Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine,
     Result, Sampler, StepReport, TrainConfig,
@@ -27,7 +27,7 @@ struct LineSearchDpSgd {
 
 impl LineSearchDpSgd {
     /// The clipped loss sum of the model on `batch`.
-    fn clipped_loss_sum<M: PrivateModel>(
+    fn clipped_loss_sum<M: Classifier>(
         &self,
         model: &M,
         data: &Dataset,
@@ -49,7 +49,7 @@ impl LineSearchDpSgd {
     }
 }
 
-impl<M: PrivateModel> Algorithm<M> for LineSearchDpSgd {
+impl<M: Classifier> Algorithm<M> for LineSearchDpSgd {
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
         let charge = engine.begin_step(data)?;
         let batch = engine.draw_batch();

@@ -277,12 +277,12 @@ fn dp_sgd(
     anyhow::ensure!(model == "mnist-cnn", "only --model mnist-cnn is available");
     anyhow::ensure!(batch > 0, "--batch-size must be > 0");
     let mut noise = NoiseSource::seeded(0);
-    let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    let mut fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
     let mut measure = || match tier {
-        "fused" => time_steps(&fused, model, batch, steps, tier, json, &mut noise),
+        "fused" => time_steps(&mut fused, model, batch, steps, tier, json, &mut noise),
         "autograd" => {
-            let auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
-            time_steps(&auto, model, batch, steps, tier, json, &mut noise)
+            let mut auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
+            time_steps(&mut auto, model, batch, steps, tier, json, &mut noise)
         }
         other => anyhow::bail!("--tier must be fused or autograd, not {other}"),
     };
@@ -353,8 +353,8 @@ fn opacus_comparison(batch: usize, steps: usize, threads: usize) -> Result<Vec<(
     Ok(modes)
 }
 
-fn time_steps<M: dp_models::PrivateModel>(
-    net: &M,
+fn time_steps<M: dp_models::Classifier>(
+    net: &mut M,
     model: &str,
     batch: usize,
     steps: usize,
@@ -374,7 +374,7 @@ fn time_steps<M: dp_models::PrivateModel>(
         } else {
             ClipRule::None
         };
-        let mut g = net.clipped_gradient(&x, &y, 10, rule)?.sum;
+        let mut g = net.clipped_cross_entropy_gradient(&x, &y, 10, rule)?.sum;
         if private {
             noise.add_gaussian_f32(&mut g, 1.0);
         }

@@ -3,7 +3,6 @@
 //! for MNIST. Prints the parameter count, the largest per-example gradient norm before
 //! clipping, and the rows a word2vec sample touches.
 
-use candle_core::{Device, Tensor};
 use dp_mechanisms::NoiseSource;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
@@ -15,9 +14,9 @@ fn main() -> dp_models::Result<()> {
     let mut noise = NoiseSource::seeded(7); // reproducible; not for production
     let model = FusedModel::new(mlp(784, &[1000], 10, Activation::Relu)?, &mut noise)?;
     let (train, _test) = dp_models::data::mnist()?;
-    let x = Tensor::from_slice(&train.features[..64 * 784], (64, 784), &Device::Cpu)?;
+    let batch: Vec<usize> = (0..64).collect();
     let clip = ClipRule::Flat { max_norm: 4.0 };
-    let clipped = model.clipped_gradient(&x, &train.labels[..64], 10, clip)?;
+    let clipped = model.clipped_gradient(&train, &batch, clip)?;
     let largest = clipped
         .squared_norms
         .iter()

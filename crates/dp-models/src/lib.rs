@@ -3,6 +3,9 @@
 //!
 //! * [`ClipRule`] — how per-example gradients are bounded, and the sensitivity of their
 //!   sum.
+//! * [`PrivateModel`] — what a DP engine trains (parameters, the clipped gradient of a
+//!   batch of its [`TrainingData`]); [`Classifier`] adds logits on a labelled
+//!   [`data::Dataset`].
 //! * [`fused`] — the fused tier: a sequential executor whose forward and DP backward are
 //!   each one Candle `CustomOp2` (per-sample gradients, norms, clipping and clipped
 //!   accumulation in one pass).
@@ -24,8 +27,12 @@ pub mod loss;
 pub mod models;
 pub mod ncf;
 mod private_model;
+mod training_data;
 pub mod word2vec;
 
 pub use clip_rule::ClipRule;
 pub use error::{Error, Result};
-pub use private_model::{ClippedGradient, PrivateModel};
+pub use private_model::{
+    clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel, SparsePrivateModel,
+};
+pub use training_data::TrainingData;

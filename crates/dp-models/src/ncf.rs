@@ -13,9 +13,10 @@ use std::sync::RwLock;
 use candle_core::Tensor;
 use dp_mechanisms::NoiseSource;
 
+use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::loss::cross_entropy;
-use crate::private_model::{ClippedGradient, PrivateModel};
+use crate::private_model::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
 use crate::ClipRule;
 
 /// Widths of the NCF model.
@@ -236,6 +237,8 @@ impl NcfModel {
 }
 
 impl PrivateModel for NcfModel {
+    type Data = Dataset;
+
     fn num_params(&self) -> usize {
         self.shape.num_params()
     }
@@ -244,7 +247,7 @@ impl PrivateModel for NcfModel {
         Ok(self.read()?.clone())
     }
 
-    fn set_parameters(&self, theta: &[f32]) -> Result<()> {
+    fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
         if theta.len() != self.num_params() {
             return Err(Error::InvalidModel(format!(
                 "{} values for {} parameters",
@@ -260,6 +263,17 @@ impl PrivateModel for NcfModel {
         Ok(())
     }
 
+    fn clipped_gradient(
+        &self,
+        data: &Dataset,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<ClippedGradient> {
+        clipped_gradient_of_batch(self, data, batch, rule)
+    }
+}
+
+impl Classifier for NcfModel {
     fn logits(&self, x: &Tensor) -> Result<Vec<f32>> {
         let theta = self.read()?;
         Ok(self
@@ -269,7 +283,7 @@ impl PrivateModel for NcfModel {
             .collect())
     }
 
-    fn clipped_gradient(
+    fn clipped_cross_entropy_gradient(
         &self,
         x: &Tensor,
         labels: &[u32],

@@ -3,9 +3,11 @@
 use candle_core::{Device, Tensor};
 
 use crate::autograd::AutogradModel;
+use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::fused::FusedModel;
 use crate::loss::{check_labels, cross_entropy};
+use crate::training_data::TrainingData;
 use crate::ClipRule;
 
 /// The clipped gradient of one batch.
@@ -19,22 +21,25 @@ pub struct ClippedGradient {
     pub losses: Vec<f32>,
 }
 
-/// A model a DP engine can train: flat parameters and a clipped per-example gradient.
+/// A model a DP engine can train: flat parameters, and the clipped gradient sum of a
+/// batch of its training data. Any model with per-example gradients qualifies: the
+/// classifiers of this crate ([`Classifier`]), a sparse embedding on word pairs, …
 pub trait PrivateModel {
+    /// The training data it reads, by example index.
+    type Data: TrainingData + ?Sized;
+
     /// The number of parameters.
     fn num_params(&self) -> usize;
     /// The parameters, flat.
     fn parameters(&self) -> Result<Vec<f32>>;
     /// Replaces the parameters.
-    fn set_parameters(&self, theta: &[f32]) -> Result<()>;
-    /// Logits (B × classes), flat.
-    fn logits(&self, x: &Tensor) -> Result<Vec<f32>>;
-    /// Cross-entropy per example, its per-example gradients clipped by `rule`, summed.
+    fn set_parameters(&mut self, theta: &[f32]) -> Result<()>;
+    /// The loss of each example `batch` of `data`, its per-example gradients clipped by
+    /// `rule` and summed. The sum must cover every parameter.
     fn clipped_gradient(
         &self,
-        x: &Tensor,
-        labels: &[u32],
-        classes: usize,
+        data: &Self::Data,
+        batch: &[usize],
         rule: ClipRule,
     ) -> Result<ClippedGradient>;
 
@@ -46,7 +51,53 @@ pub trait PrivateModel {
     }
 }
 
+/// A model whose clipped gradient can be restricted to a set of coordinates, for
+/// sparse DP-SGD: noise is added on the selected coordinates only, so the sum released
+/// there must be zero elsewhere and bounded on them.
+pub trait SparsePrivateModel: PrivateModel {
+    /// Each example's gradient clipped by `first`, restricted to the coordinates where
+    /// `support` (one flag per parameter) is set, clipped again by `rule`, summed: zero
+    /// off the support, and each example's contribution bounded by `rule`.
+    fn clipped_gradient_on_support(
+        &self,
+        data: &Self::Data,
+        batch: &[usize],
+        first: ClipRule,
+        support: &[bool],
+        rule: ClipRule,
+    ) -> Result<ClippedGradient>;
+}
+
+/// A classifier on a labelled [`Dataset`]: logits, and the clipped cross-entropy
+/// gradient of a batch given as tensors.
+pub trait Classifier: PrivateModel<Data = Dataset> {
+    /// Logits (B × classes), flat.
+    fn logits(&self, x: &Tensor) -> Result<Vec<f32>>;
+    /// Cross-entropy per example, its per-example gradients clipped by `rule`, summed.
+    fn clipped_cross_entropy_gradient(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+        classes: usize,
+        rule: ClipRule,
+    ) -> Result<ClippedGradient>;
+}
+
+/// [`PrivateModel::clipped_gradient`] of a classifier: the examples `batch` of `data`
+/// gathered into one input tensor and their labels.
+pub fn clipped_gradient_of_batch<C: Classifier + ?Sized>(
+    model: &C,
+    data: &Dataset,
+    batch: &[usize],
+    rule: ClipRule,
+) -> Result<ClippedGradient> {
+    let (x, labels) = data.gather(batch)?;
+    model.clipped_cross_entropy_gradient(&x, &labels, data.classes, rule)
+}
+
 impl PrivateModel for FusedModel {
+    type Data = Dataset;
+
     fn num_params(&self) -> usize {
         self.spec().num_params()
     }
@@ -59,17 +110,28 @@ impl PrivateModel for FusedModel {
         self.theta_values()
     }
 
-    fn set_parameters(&self, theta: &[f32]) -> Result<()> {
+    fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
         self.theta()
             .set(&Tensor::from_slice(theta, theta.len(), &Device::Cpu)?)?;
         Ok(())
     }
 
+    fn clipped_gradient(
+        &self,
+        data: &Dataset,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<ClippedGradient> {
+        clipped_gradient_of_batch(self, data, batch, rule)
+    }
+}
+
+impl Classifier for FusedModel {
     fn logits(&self, x: &Tensor) -> Result<Vec<f32>> {
         Ok(self.forward(x)?.flatten_all()?.to_vec1()?)
     }
 
-    fn clipped_gradient(
+    fn clipped_cross_entropy_gradient(
         &self,
         x: &Tensor,
         labels: &[u32],
@@ -90,6 +152,8 @@ impl PrivateModel for FusedModel {
 }
 
 impl PrivateModel for AutogradModel {
+    type Data = Dataset;
+
     fn num_params(&self) -> usize {
         self.vars().iter().map(|v| v.as_tensor().elem_count()).sum()
     }
@@ -102,7 +166,7 @@ impl PrivateModel for AutogradModel {
         Ok(out)
     }
 
-    fn set_parameters(&self, theta: &[f32]) -> Result<()> {
+    fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
         if theta.len() != self.num_params() {
             return Err(Error::InvalidModel(format!(
                 "{} values for {} parameters",
@@ -124,11 +188,22 @@ impl PrivateModel for AutogradModel {
         Ok(())
     }
 
+    fn clipped_gradient(
+        &self,
+        data: &Dataset,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<ClippedGradient> {
+        clipped_gradient_of_batch(self, data, batch, rule)
+    }
+}
+
+impl Classifier for AutogradModel {
     fn logits(&self, x: &Tensor) -> Result<Vec<f32>> {
         Ok(self.forward(x)?.flatten_all()?.to_vec1()?)
     }
 
-    fn clipped_gradient(
+    fn clipped_cross_entropy_gradient(
         &self,
         x: &Tensor,
         labels: &[u32],

@@ -73,9 +73,9 @@ fn assert_tiers_agree(
     rule: ClipRule,
     what: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use dp_models::PrivateModel;
+    use dp_models::Classifier;
     let a = auto.private_gradients(x, labels, rule)?;
-    let f = fused.clipped_gradient(x, labels, 10, rule)?;
+    let f = fused.clipped_cross_entropy_gradient(x, labels, 10, rule)?;
     for (l, m) in a.losses.iter().zip(&f.losses) {
         assert!((l - m).abs() < 1e-5, "{what}: loss {l} vs {m}");
     }
@@ -421,15 +421,19 @@ fn imdb_model_has_160306_parameters_and_matches_a_per_example_loop(
 #[test]
 fn bad_labels_are_errors_on_both_tiers() -> Result<(), Box<dyn std::error::Error>> {
     use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
-    use dp_models::PrivateModel;
+    use dp_models::Classifier;
     let mut noise = NoiseSource::seeded(35);
     let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
     let auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
     let x = random(&mut noise, &[3, 784], 1.0).affine(0.5, 0.5)?;
     let rule = ClipRule::Flat { max_norm: 0.5 };
     for labels in [vec![0, 10, 1], vec![0, 1]] {
-        assert!(fused.clipped_gradient(&x, &labels, 10, rule).is_err());
-        assert!(auto.clipped_gradient(&x, &labels, 10, rule).is_err());
+        assert!(fused
+            .clipped_cross_entropy_gradient(&x, &labels, 10, rule)
+            .is_err());
+        assert!(auto
+            .clipped_cross_entropy_gradient(&x, &labels, 10, rule)
+            .is_err());
     }
     Ok(())
 }

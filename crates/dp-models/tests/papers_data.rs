@@ -14,7 +14,7 @@ use dp_models::data::{
 };
 use dp_models::ncf::{NcfModel, NcfShape};
 use dp_models::ClipRule;
-use dp_models::{Error, PrivateModel};
+use dp_models::{Classifier, Error, PrivateModel};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("dp-models-papers-{name}-{}", std::process::id()));
@@ -219,7 +219,7 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
         classes: 5,
     };
     let mut noise = NoiseSource::seeded(5);
-    let model = NcfModel::new(shape, &mut noise).expect("model");
+    let mut model = NcfModel::new(shape, &mut noise).expect("model");
     // Larger weights than Keras's init so every gradient entry is well above f32 noise.
     let theta: Vec<f32> = model
         .parameters()
@@ -264,7 +264,7 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
     // The clipped sum is Σ cᵢ gᵢ with cᵢ = min(1, C/‖gᵢ‖).
     let c = 0.1f32;
     let clipped = model
-        .clipped_gradient(
+        .clipped_cross_entropy_gradient(
             &x,
             &labels,
             5,
@@ -289,7 +289,7 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
     // Out-of-range ids are a typed error, not a panic.
     let bad = Tensor::from_vec(vec![7.0f32, 0.0], (1, 2), &Device::Cpu).expect("bad");
     assert!(matches!(
-        model.clipped_gradient(&bad, &[0], 5, ClipRule::None),
+        model.clipped_cross_entropy_gradient(&bad, &[0], 5, ClipRule::None),
         Err(Error::InvalidModel(_))
     ));
 }

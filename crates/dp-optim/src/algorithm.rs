@@ -1,6 +1,5 @@
 //! The seam between the engine and the algorithms trained with it.
 
-use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::PrivateModel;
 
@@ -22,10 +21,11 @@ use crate::error::Result;
 /// The library's algorithms: [`DpSgd`] (DP-SGD / DP-Adam, NoisySGD / NoisyAdam, AUTO-S
 /// by its clip rule), [`crate::annealing::SaDpsgd`] (simulated-annealing acceptance),
 /// [`crate::dpd::DpdTraining`] (dropout-as-noise SGLD) and
-/// [`crate::dpd::GaussianDropout`] (the non-private weight-dropout baseline).
+/// [`crate::dpd::GaussianDropout`] (the non-private weight-dropout baseline) and
+/// [`crate::SparseDpSgd`] (noise only on privately selected coordinates).
 pub trait Algorithm<M: PrivateModel = FusedModel> {
     /// One iteration on `data`.
-    fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport>;
+    fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &M::Data) -> Result<StepReport>;
 }
 
 /// DP-SGD (Abadi et al. 2016): clip each per-example gradient, add Gaussian noise to the
@@ -36,7 +36,7 @@ pub trait Algorithm<M: PrivateModel = FusedModel> {
 pub struct DpSgd;
 
 impl<M: PrivateModel> Algorithm<M> for DpSgd {
-    fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
+    fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &M::Data) -> Result<StepReport> {
         engine.step(data)
     }
 }

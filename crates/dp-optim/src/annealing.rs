@@ -22,7 +22,7 @@ use dp_accounting::{
 use dp_mechanisms::GaussianMechanism;
 use dp_models::data::Dataset;
 use dp_models::loss::cross_entropy;
-use dp_models::PrivateModel;
+use dp_models::Classifier;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::Algorithm;
@@ -190,11 +190,7 @@ pub struct AnnealedStep {
 }
 
 /// Per-example cross-entropy of `model` on the examples `indices` of `data`.
-fn example_losses<M: PrivateModel>(
-    model: &M,
-    data: &Dataset,
-    indices: &[usize],
-) -> Result<Vec<f64>> {
+fn example_losses<M: Classifier>(model: &M, data: &Dataset, indices: &[usize]) -> Result<Vec<f64>> {
     let size = data.example_size();
     let mut out = Vec::with_capacity(indices.len());
     for chunk in indices.chunks(1000) {
@@ -217,11 +213,7 @@ fn example_losses<M: PrivateModel>(
 
 /// Mean cross-entropy of `model` on the examples `indices` of `data` (all if `None`);
 /// NaN for no examples.
-fn mean_energy<M: PrivateModel>(
-    model: &M,
-    data: &Dataset,
-    indices: Option<&[usize]>,
-) -> Result<f64> {
+fn mean_energy<M: Classifier>(model: &M, data: &Dataset, indices: Option<&[usize]>) -> Result<f64> {
     let all: Vec<usize>;
     let indices = match indices {
         Some(i) => i,
@@ -268,7 +260,7 @@ impl<'a> SaDpsgd<'a> {
     /// One SA-DPSGD iteration: a DP-SGD step (charged to the ledger like any step), the
     /// energy of the new weights, the acceptance test, and the rollback of a rejected
     /// update.
-    pub fn step_annealed<M: PrivateModel>(
+    pub fn step_annealed<M: Classifier>(
         &mut self,
         engine: &mut PrivacyEngine<M>,
         data: &Dataset,
@@ -309,7 +301,7 @@ impl<'a> SaDpsgd<'a> {
 
     /// For the privatised test: its validated settings, a fresh Poisson batch and the
     /// per-example losses of the current weights on it (before the update).
-    fn start_validation<M: PrivateModel>(
+    fn start_validation<M: Classifier>(
         &self,
         engine: &mut PrivacyEngine<M>,
         data: &Dataset,
@@ -336,7 +328,7 @@ impl<'a> SaDpsgd<'a> {
     }
 
     /// J(w_new) on the energy source the configuration names.
-    fn energy<M: PrivateModel>(
+    fn energy<M: Classifier>(
         &self,
         engine: &mut PrivacyEngine<M>,
         data: &Dataset,
@@ -384,7 +376,7 @@ impl<'a> SaDpsgd<'a> {
 /// [−C_v, C_v], summed, released through the Gaussian mechanism (sensitivity C_v under
 /// add/remove-one, Poisson-sampled: charged before the noise is drawn), over the
 /// expected batch size.
-fn privatised_delta<M: PrivateModel>(
+fn privatised_delta<M: Classifier>(
     engine: &mut PrivacyEngine<M>,
     data: &Dataset,
     v: Validation,
@@ -404,7 +396,7 @@ fn privatised_delta<M: PrivateModel>(
     Ok(noisy / (v.sampling_rate * data.len() as f64).max(1.0))
 }
 
-impl<M: PrivateModel> Algorithm<M> for SaDpsgd<'_> {
+impl<M: Classifier> Algorithm<M> for SaDpsgd<'_> {
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
         let step = self.step_annealed(engine, data)?;
         Ok(StepReport {

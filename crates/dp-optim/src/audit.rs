@@ -17,7 +17,7 @@ use dp_accounting::{one_run_epsilon_lower_bound, AuditOutcome};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::{FusedModel, LayerSpec, NetSpec};
-use dp_models::PrivateModel;
+use dp_models::Classifier;
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;

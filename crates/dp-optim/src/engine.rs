@@ -8,7 +8,7 @@ use dp_accounting::{Accountant, BudgetFilter, DynAccountant, Ledger};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
-use dp_models::PrivateModel;
+use dp_models::{Classifier, PrivateModel, TrainingData};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
@@ -20,6 +20,7 @@ use crate::validate;
 
 mod charges;
 mod resume;
+mod sparse;
 mod step;
 
 pub use step::{ClippedSum, NoisyGradient, Snapshot, StepCharge};
@@ -61,8 +62,6 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     moments: Vec<Vec<f32>>,
     steps: u64,
     nonfinite: u64,
-    features: Vec<f32>,
-    labels: Vec<u32>,
     physical_batch_size: Option<usize>,
     shuffle: ShuffleState,
     #[cfg(feature = "fault-injection")]
@@ -109,8 +108,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             moments,
             steps: 0,
             nonfinite: 0,
-            features: Vec::new(),
-            labels: Vec::new(),
             physical_batch_size: None,
             shuffle: ShuffleState::default(),
             #[cfg(feature = "fault-injection")]
@@ -217,10 +214,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             .map(|f| f.accountant() as &dyn Accountant)
     }
 
-    /// Validates `data` (sizes, labels, finite features; [`Dataset::validate`]) and
+    /// Validates `data` (sizes, labels, finite features: [`TrainingData::validate`]) and
     /// digests it the first time the engine sees it; a resumed engine also checks the
     /// digest against the checkpoint's.
-    fn check_data(&mut self, data: &Dataset) -> Result<()> {
+    fn check_data(&mut self, data: &M::Data) -> Result<()> {
         if data.len() != self.dataset_size {
             return Err(Error::InvalidConfig(format!(
                 "the engine was built for {} records, got {}",
@@ -228,7 +225,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 data.len()
             )));
         }
-        let address = data.features.as_ptr() as usize;
+        let address = data as *const M::Data as *const () as usize;
         if let Some(seen) = &self.data_seen {
             if seen.address == address && seen.records == data.len() {
                 return Ok(());
@@ -248,6 +245,15 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         Ok(())
     }
 
+    /// Replaces the model's parameters (an algorithm's own update, e.g. a perturbation of
+    /// θ before a step or the restoring of a saved θ). Nothing is released by setting θ;
+    /// what is computed from private data at the new θ still goes through the releases.
+    pub fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
+        Ok(self.model.set_parameters(theta)?)
+    }
+}
+
+impl<M: Classifier> PrivacyEngine<M> {
     /// Test accuracy of the current model.
     pub fn accuracy(&self, data: &Dataset) -> Result<f64> {
         accuracy(&self.model, data)

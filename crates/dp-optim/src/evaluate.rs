@@ -3,12 +3,12 @@
 use candle_core::{Device, Tensor};
 use dp_models::data::Dataset;
 use dp_models::loss::argmax_rows;
-use dp_models::PrivateModel;
+use dp_models::Classifier;
 
 use crate::error::{Error, Result};
 
 /// Calls `visit(logits, labels)` for `data` in batches of 1000 examples.
-pub(crate) fn for_each_logit_batch<M: PrivateModel>(
+pub(crate) fn for_each_logit_batch<M: Classifier>(
     model: &M,
     data: &Dataset,
     mut visit: impl FnMut(&[f32], &[u32]),
@@ -34,7 +34,7 @@ pub(crate) fn for_each_logit_batch<M: PrivateModel>(
 }
 
 /// Accuracy of `model` on `data`.
-pub fn accuracy<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
+pub fn accuracy<M: Classifier>(model: &M, data: &Dataset) -> Result<f64> {
     let mut correct = 0usize;
     for_each_logit_batch(model, data, |logits, labels| {
         correct += argmax_rows(logits, data.classes)
@@ -48,7 +48,7 @@ pub fn accuracy<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
 
 /// Root-mean-square error of the softmax expectation `Σₖ k·softmax(z)ₖ` against the label
 /// index — the GDP paper's MovieLens metric (labels are ratings − 1).
-pub fn expected_class_rmse<M: PrivateModel>(model: &M, data: &Dataset) -> Result<f64> {
+pub fn expected_class_rmse<M: Classifier>(model: &M, data: &Dataset) -> Result<f64> {
     let mut squared = 0.0f64;
     for_each_logit_batch(model, data, |logits, labels| {
         for (row, &y) in logits.chunks(data.classes).zip(labels) {

@@ -21,9 +21,10 @@ mod fingerprint;
 pub mod gdp;
 mod optimizer;
 mod sampler;
+mod selection;
+mod sparse_dp_sgd;
 mod trainer;
 mod validate;
-pub mod wide;
 
 pub use algorithm::{Algorithm, DpSgd};
 pub use checkpoint::{Checkpoint, CheckpointDir, CHECKPOINT_FORMAT};
@@ -34,4 +35,6 @@ pub use evaluate::{accuracy, expected_class_rmse};
 pub use fingerprint::{RunField, RunFingerprint};
 pub use optimizer::Optimizer;
 pub use sampler::{Sampler, ShuffleState};
+pub use selection::{CoordinateSelection, CoordinateSelector};
+pub use sparse_dp_sgd::SparseDpSgd;
 pub use trainer::{Control, EpochSummary, FitOutcome, LearningRateSchedule, Observer, Trainer};

@@ -3,7 +3,6 @@
 //! of the epoch is shown, and an [`Observer`] for evaluation, progress and custom stop
 //! rules.
 
-use dp_models::data::Dataset;
 use dp_models::PrivateModel;
 
 use crate::algorithm::Algorithm;
@@ -110,7 +109,7 @@ impl Trainer<'_> {
         &self,
         engine: &mut PrivacyEngine<M>,
         algorithm: &mut A,
-        train: &Dataset,
+        train: &M::Data,
         observer: &mut O,
     ) -> Result<FitOutcome>
     where
@@ -147,7 +146,7 @@ impl Trainer<'_> {
         &self,
         engine: &mut PrivacyEngine<M>,
         algorithm: &mut A,
-        train: &Dataset,
+        train: &M::Data,
         observer: &mut O,
         outcome: &mut FitOutcome,
     ) -> Result<EpochSummary>

@@ -314,26 +314,24 @@ fn a_failing_charge_releases_nothing() -> dp_optim::Result<()> {
 struct Short(FusedModel);
 
 impl PrivateModel for Short {
+    type Data = dp_models::data::Dataset;
+
     fn num_params(&self) -> usize {
         self.0.num_params()
     }
     fn parameters(&self) -> dp_models::Result<Vec<f32>> {
         self.0.parameters()
     }
-    fn set_parameters(&self, theta: &[f32]) -> dp_models::Result<()> {
+    fn set_parameters(&mut self, theta: &[f32]) -> dp_models::Result<()> {
         self.0.set_parameters(theta)
-    }
-    fn logits(&self, x: &candle_core::Tensor) -> dp_models::Result<Vec<f32>> {
-        self.0.logits(x)
     }
     fn clipped_gradient(
         &self,
-        x: &candle_core::Tensor,
-        labels: &[u32],
-        classes: usize,
+        data: &dp_models::data::Dataset,
+        batch: &[usize],
         rule: ClipRule,
     ) -> dp_models::Result<ClippedGradient> {
-        let mut clipped = self.0.clipped_gradient(x, labels, classes, rule)?;
+        let mut clipped = self.0.clipped_gradient(data, batch, rule)?;
         clipped.sum.pop();
         Ok(clipped)
     }

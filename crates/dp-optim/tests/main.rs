@@ -11,8 +11,8 @@ mod audit;
 mod dpd;
 mod gdp;
 mod guarantee;
+mod sparse_dp_sgd;
 mod trainer;
-mod wide;
 
 use dp_optim::{
     Clipping, Error, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler,
@@ -20,7 +20,7 @@ use dp_optim::{
 };
 
 /// One SA-DPSGD iteration with `config`, carrying the counters in `state`.
-fn anneal<M: dp_models::PrivateModel>(
+fn anneal<M: dp_models::Classifier>(
     engine: &mut PrivacyEngine<M>,
     data: &Dataset,
     config: &dp_optim::annealing::AnnealingConfig,
@@ -270,7 +270,7 @@ fn mnist_one_epoch_smoke_on_the_autograd_tier() -> dp_optim::Result<()> {
     one_mnist_epoch(model, noise, "autograd")
 }
 
-fn one_mnist_epoch<M: dp_models::PrivateModel>(
+fn one_mnist_epoch<M: dp_models::Classifier>(
     model: M,
     noise: NoiseSource,
     tier: &str,

@@ -26,6 +26,8 @@ pub use movielens::{
     MovieLensShape, Rating, MOVIELENS_1M,
 };
 
+use candle_core::{Device, Tensor};
+
 use crate::error::{Error, Result};
 
 /// A labelled dataset held in memory: `features` row-major, one example per row.
@@ -107,6 +109,27 @@ impl Dataset {
             hash.update(&bytes);
         }
         hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The examples `batch` (indices into this set) as one `(B, example_size)` tensor on
+    /// the CPU, and their labels.
+    pub fn gather(&self, batch: &[usize]) -> Result<(Tensor, Vec<u32>)> {
+        let size = self.example_size();
+        if let Some(&i) = batch.iter().find(|&&i| i >= self.len()) {
+            return Err(Error::InvalidData(format!(
+                "example {i} requested from a dataset of {} records",
+                self.len()
+            )));
+        }
+        let mut features = Vec::with_capacity(batch.len() * size);
+        for &i in batch {
+            features.extend_from_slice(&self.features[i * size..][..size]);
+        }
+        let labels = batch.iter().map(|&i| self.labels[i]).collect();
+        Ok((
+            Tensor::from_vec(features, (batch.len(), size), &Device::Cpu)?,
+            labels,
+        ))
     }
 
     /// The first `n` examples (for smoke runs).

@@ -13,6 +13,7 @@ mod canaries;
 mod corpus;
 mod embedding;
 mod stop_words;
+mod training;
 
 pub use canaries::{insert_canaries, random_canaries, Canary, CanaryExposure, CanaryRanker};
 pub use corpus::{build_word2vec_data, CorpusConfig, NoiseDistribution, PairSet, Word2VecData};

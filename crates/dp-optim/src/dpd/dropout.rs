@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use dp_models::data::Dataset;
-use dp_models::PrivateModel;
+use dp_models::Classifier;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::Algorithm;
@@ -87,7 +87,7 @@ pub struct PredictiveAverage {
 
 impl PredictiveAverage {
     /// Adds the current iterate's predictions on `data` (same data every time).
-    pub fn add<M: PrivateModel>(&mut self, model: &M, data: &Dataset) -> Result<()> {
+    pub fn add<M: Classifier>(&mut self, model: &M, data: &Dataset) -> Result<()> {
         let size = data.len() * data.classes;
         if self.iterates == 0 {
             self.probabilities = vec![0.0; size];
@@ -154,7 +154,7 @@ pub struct GaussianDropout {
     pub alpha: f64,
 }
 
-impl<M: PrivateModel> Algorithm<M> for GaussianDropout {
+impl<M: Classifier> Algorithm<M> for GaussianDropout {
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
         if engine.config().privacy.is_some() {
             return Err(Error::InvalidConfig(
@@ -172,7 +172,7 @@ impl<M: PrivateModel> Algorithm<M> for GaussianDropout {
         for (p, &w) in perturbed.iter_mut().zip(&theta) {
             *p = w * (1.0 + scale * *p);
         }
-        engine.model().set_parameters(&perturbed)?;
+        engine.set_parameters(&perturbed)?;
         let report = engine.step(data)?;
         let updated = engine.model().parameters()?;
         let restored: Vec<f32> = theta
@@ -180,7 +180,7 @@ impl<M: PrivateModel> Algorithm<M> for GaussianDropout {
             .zip(updated.iter().zip(&perturbed))
             .map(|(&w, (&after, &before))| w + (after - before))
             .collect();
-        engine.model().set_parameters(&restored)?;
+        engine.set_parameters(&restored)?;
         Ok(report)
     }
 }

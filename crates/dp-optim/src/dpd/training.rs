@@ -3,7 +3,7 @@
 
 use dp_accounting::{AccountantKind, OrderGrid};
 use dp_models::data::Dataset;
-use dp_models::PrivateModel;
+use dp_models::Classifier;
 use serde::{Deserialize, Serialize};
 
 use super::budget::DpdCalibration;
@@ -128,7 +128,7 @@ impl DpdTraining {
     }
 }
 
-impl<M: PrivateModel> Algorithm<M> for DpdTraining {
+impl<M: Classifier> Algorithm<M> for DpdTraining {
     /// One DPD iteration: lr_t (and, for the literal placement, the noise) for this step,
     /// the engine's clipped, noised step, then the prior's shrinkage.
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
@@ -143,7 +143,7 @@ impl<M: PrivateModel> Algorithm<M> for DpdTraining {
             let shrink = (1.0 - lr * self.prior_precision / data.len() as f64) as f32;
             let mut theta = engine.model().parameters()?;
             theta.iter_mut().for_each(|w| *w *= shrink);
-            engine.model().set_parameters(&theta)?;
+            engine.set_parameters(&theta)?;
         }
         Ok(report)
     }

@@ -17,11 +17,9 @@
 //! sequence, and [`snapshot`](PrivacyEngine::snapshot) / [`rollback`](PrivacyEngine::rollback)
 //! of θ and the optimiser moments.
 
-use candle_core::{Device, Tensor};
-use dp_accounting::{DynAccountant, Reservation, SamplingScheme};
+use dp_accounting::{DpEvent, DynAccountant, Reservation, SamplingScheme};
 use dp_mechanisms::{GaussianMechanism, Mechanism};
-use dp_models::data::Dataset;
-use dp_models::{ClipRule, PrivateModel};
+use dp_models::{ClipRule, ClippedGradient, PrivateModel};
 
 use super::{PrivacyEngine, StepReport};
 use crate::config::{GradientNormalisation, PrivacyConfig};
@@ -32,8 +30,11 @@ use crate::sampler::{Sampler, ShuffleState};
 /// [`release`](PrivacyEngine::release) adds and the event it commits come from this one
 /// value. Dropping it charges nothing.
 pub struct StepCharge {
-    reservation: Option<Reservation<Box<dyn DynAccountant>>>,
+    pub(super) reservation: Option<Reservation<Box<dyn DynAccountant>>>,
     mechanism: Option<GaussianMechanism>,
+    /// The event of a second mechanism run on the same batch, reserved jointly with the
+    /// Gaussian (sparse DP-SGD's coordinate selection).
+    pub(super) also: Option<DpEvent>,
 }
 
 impl StepCharge {
@@ -49,8 +50,8 @@ impl StepCharge {
 /// the engine makes one; it is released through [`PrivacyEngine::release`].
 #[derive(Clone, Debug)]
 pub struct ClippedSum {
-    sum: Vec<f32>,
-    rule: ClipRule,
+    pub(super) sum: Vec<f32>,
+    pub(super) rule: ClipRule,
     batch_size: usize,
     loss_sum: f64,
     nonfinite: usize,
@@ -98,20 +99,46 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// this step's charge: the sampler's amplification of the step's Gaussian mechanism
     /// (nothing inside a shuffled epoch, nothing for a non-private run).
     /// [`Error::BudgetExhausted`] if it does not fit the budget.
-    pub fn begin_step(&mut self, data: &Dataset) -> Result<StepCharge> {
+    pub fn begin_step(&mut self, data: &M::Data) -> Result<StepCharge> {
+        self.begin_charge(data, None)
+    }
+
+    /// [`begin_step`](Self::begin_step) for a step that runs a second mechanism (of event
+    /// `also`) on the same batch, e.g. a private coordinate selection: the reserved event
+    /// is the sampler's amplification of the two composed, accounted jointly since both
+    /// read the one sampled batch. Refused under shuffling (whose epoch charge covers the
+    /// Gaussian only) and for non-private runs.
+    pub fn begin_step_with(&mut self, data: &M::Data, also: DpEvent) -> Result<StepCharge> {
+        if self.config.privacy.is_none() || matches!(self.config.sampler, Sampler::Shuffle { .. }) {
+            return Err(Error::InvalidConfig(
+                "a joint step needs a private run with Poisson or fixed-size sampling".into(),
+            ));
+        }
+        self.begin_charge(data, Some(also))
+    }
+
+    fn begin_charge(&mut self, data: &M::Data, also: Option<DpEvent>) -> Result<StepCharge> {
         self.check_data(data)?;
         let Some(p) = &self.config.privacy else {
             return Ok(StepCharge {
                 reservation: None,
                 mechanism: None,
+                also: None,
             });
         };
         let scheme = self.config.sampler.scheme(self.dataset_size);
         let mechanism = step_mechanism(p, &scheme)?;
-        let event = scheme.event_at_step(mechanism.event(), self.steps);
+        let inner = match &also {
+            None => mechanism.event(),
+            Some(other) => DpEvent::Composed {
+                events: vec![mechanism.event(), other.clone()],
+            },
+        };
+        let event = scheme.event_at_step(inner, self.steps);
         Ok(StepCharge {
             reservation: self.reserve(event.as_ref())?,
             mechanism: Some(mechanism),
+            also,
         })
     }
 
@@ -119,13 +146,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// steps above in order. The charge is reserved first ([`Error::BudgetExhausted`]
     /// if it does not fit), committed once the noisy gradient is ready, and only then is
     /// θ updated.
-    pub fn step(&mut self, data: &Dataset) -> Result<StepReport> {
+    pub fn step(&mut self, data: &M::Data) -> Result<StepReport> {
         Ok(self.step_with_batch(data)?.0)
     }
 
     /// [`step`](Self::step), also returning the indices of the batch it drew (for an
     /// algorithm that evaluates on that batch, like SA-DPSGD's energy).
-    pub fn step_with_batch(&mut self, data: &Dataset) -> Result<(StepReport, Vec<usize>)> {
+    pub fn step_with_batch(&mut self, data: &M::Data) -> Result<(StepReport, Vec<usize>)> {
         let charge = self.begin_step(data)?;
         let batch = self.draw_batch();
         let clipped = self.clipped_sum(data, &batch)?;
@@ -154,28 +181,41 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// The clipped gradient sum of the examples `batch` of `data`, in physical slices,
     /// with the run's clipping rule; fail-closed: every slice's sum must cover every
     /// parameter ([`Error::UnprotectedParameter`]).
-    pub fn clipped_sum(&mut self, data: &Dataset, batch: &[usize]) -> Result<ClippedSum> {
+    pub fn clipped_sum(&mut self, data: &M::Data, batch: &[usize]) -> Result<ClippedSum> {
+        self.clipped_sum_with(data, batch, self.clip_rule())
+    }
+
+    /// [`clipped_sum`](Self::clipped_sum) with another rule (e.g. the first clip of sparse
+    /// DP-SGD, whose sum only a selection reads). [`release`](Self::release) refuses a
+    /// sum whose rule bounds more than its mechanism covers.
+    pub fn clipped_sum_with(
+        &mut self,
+        data: &M::Data,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<ClippedSum> {
+        self.sum_slices(batch, rule, |model, slice, applied| {
+            model.clipped_gradient(data, slice, applied)
+        })
+    }
+
+    /// Sums `gradient` over `batch` in physical slices, checking each covers every
+    /// parameter; `rule` as configured, or as a fault test breaks it.
+    pub(super) fn sum_slices(
+        &mut self,
+        batch: &[usize],
+        rule: ClipRule,
+        gradient: impl Fn(&M, &[usize], ClipRule) -> dp_models::Result<ClippedGradient>,
+    ) -> Result<ClippedSum> {
         let p_count = self.model.num_params();
-        let rule = self.clip_rule();
         let applied = rule;
         #[cfg(feature = "fault-injection")]
         let applied = self.fault.map_or(applied, |f| f.clip_rule(applied));
         let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
         let mut sum = vec![0.0f32; p_count];
         let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
-        let size = data.example_size();
         for slice in batch.chunks(physical) {
-            self.features.clear();
-            self.labels.clear();
-            for &i in slice {
-                self.features
-                    .extend_from_slice(&data.features[i * size..][..size]);
-                self.labels.push(data.labels[i]);
-            }
-            let x = Tensor::from_slice(&self.features, (slice.len(), size), &Device::Cpu)?;
-            let clipped = self
-                .model
-                .clipped_gradient(&x, &self.labels, data.classes, applied)?;
+            let clipped = gradient(&self.model, slice, applied)?;
             if clipped.sum.len() != p_count {
                 return Err(Error::UnprotectedParameter(format!(
                     "the model's clipped sum covers {} of its {p_count} parameters",
@@ -204,25 +244,26 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// committed, the step counted. Refused when the sum was clipped with a larger bound
     /// than the mechanism was calibrated for, or not clipped at all in a private run.
     pub fn release(&mut self, charge: StepCharge, clipped: ClippedSum) -> Result<NoisyGradient> {
+        self.release_on(charge, clipped, None)
+    }
+
+    /// [`release`](Self::release), with noise on the coordinates `support` only when one
+    /// is given (the sum must then be zero elsewhere: [`Error::UnprotectedParameter`]
+    /// otherwise).
+    pub(super) fn release_on(
+        &mut self,
+        mut charge: StepCharge,
+        clipped: ClippedSum,
+        support: Option<&[usize]>,
+    ) -> Result<NoisyGradient> {
         let mut sum = clipped.sum;
         if let Some(mechanism) = &charge.mechanism {
-            let scheme = self.config.sampler.scheme(self.dataset_size);
-            let bound = scheme
-                .relation()
-                .sum_sensitivity(clipped.rule.sensitivity().ok_or_else(|| {
-                    Error::UnprotectedParameter("a private step got an unclipped sum".into())
-                })?);
-            if bound > mechanism.sensitivity() {
-                return Err(Error::UnprotectedParameter(format!(
-                    "the sum's sensitivity {bound} exceeds the mechanism's {}",
-                    mechanism.sensitivity()
-                )));
-            }
+            self.check_covered(mechanism, clipped.rule)?;
             let add_noise = true;
             #[cfg(feature = "fault-injection")]
             let add_noise = add_noise && self.fault != Some(crate::fault::Fault::SkipNoise);
             if add_noise {
-                mechanism.release_in_place_f32(&mut sum, &mut self.noise);
+                self.add_noise(mechanism, &mut sum, support)?;
             }
         }
         if let Some(bad) = sum.iter().position(|g| !g.is_finite()) {
@@ -230,7 +271,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 "parameter {bad} has a non-finite noisy gradient"
             )));
         }
-        if let (Some(filter), Some(reservation)) = (&mut self.ledger, charge.reservation) {
+        if let (Some(filter), Some(reservation)) = (&mut self.ledger, charge.reservation.take()) {
             filter.commit(reservation)?;
         }
         self.steps += 1;
@@ -241,6 +282,57 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             loss_sum: clipped.loss_sum,
             nonfinite: clipped.nonfinite,
         })
+    }
+
+    /// Refuses a sum clipped wider than `mechanism` is calibrated for, or not at all.
+    pub(super) fn check_covered(
+        &self,
+        mechanism: &GaussianMechanism,
+        rule: ClipRule,
+    ) -> Result<()> {
+        let scheme = self.config.sampler.scheme(self.dataset_size);
+        let bound = scheme
+            .relation()
+            .sum_sensitivity(rule.sensitivity().ok_or_else(|| {
+                Error::UnprotectedParameter("a private step got an unclipped sum".into())
+            })?);
+        if bound > mechanism.sensitivity() {
+            return Err(Error::UnprotectedParameter(format!(
+                "the sum's sensitivity {bound} exceeds the mechanism's {}",
+                mechanism.sensitivity()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The mechanism's noise on every coordinate of `sum`, or on `support` only.
+    fn add_noise(
+        &mut self,
+        mechanism: &GaussianMechanism,
+        sum: &mut [f32],
+        support: Option<&[usize]>,
+    ) -> Result<()> {
+        let Some(support) = support else {
+            mechanism.release_in_place_f32(sum, &mut self.noise);
+            return Ok(());
+        };
+        let mut on = vec![false; sum.len()];
+        for &j in support {
+            *on.get_mut(j).ok_or_else(|| Error::InvalidParameter {
+                name: "support",
+                value: j as f64,
+                reason: "a coordinate beyond the model's parameters",
+            })? = true;
+        }
+        if let Some(j) = (0..sum.len()).find(|&j| !on[j] && sum[j] != 0.0) {
+            return Err(Error::UnprotectedParameter(format!(
+                "coordinate {j} is outside the support but not zero"
+            )));
+        }
+        let mut values: Vec<f32> = support.iter().map(|&j| sum[j]).collect();
+        mechanism.release_in_place_f32(&mut values, &mut self.noise);
+        support.iter().zip(values).for_each(|(&j, v)| sum[j] = v);
+        Ok(())
     }
 
     /// Divides the noisy sum by what the configuration names (the expected batch size by

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Result;
 use dp_accounting::gdp::{epsilon_for_mu, mu_poisson};
 use dp_models::data::Dataset;
-use dp_models::PrivateModel;
+use dp_models::Classifier;
 use dp_optim::annealing::{annealed_accounting, SaDpsgd};
 use dp_optim::dpd::PredictiveAverage;
 use dp_optim::gdp::{MuStopRule, NoisyTraining};
@@ -23,14 +23,14 @@ use super::{write_atomically, EpochRecord, Partial};
 
 /// The algorithm of a run: SA-DPSGD (whose accepted-step budget the observer reads), or
 /// any other.
-pub enum RunAlgorithm<'a, M: PrivateModel> {
+pub enum RunAlgorithm<'a, M: Classifier> {
     /// SA-DPSGD.
     Annealed(SaDpsgd<'a>),
     /// DP-SGD, DPD or the dropout baseline.
     Plain(Box<dyn Algorithm<M>>),
 }
 
-impl<M: PrivateModel> RunAlgorithm<'_, M> {
+impl<M: Classifier> RunAlgorithm<'_, M> {
     /// SA-DPSGD's settings and counters, if that is the algorithm.
     pub fn annealing(&self) -> Option<&SaDpsgd<'_>> {
         match self {
@@ -40,7 +40,7 @@ impl<M: PrivateModel> RunAlgorithm<'_, M> {
     }
 }
 
-impl<M: PrivateModel> Algorithm<M> for RunAlgorithm<'_, M> {
+impl<M: Classifier> Algorithm<M> for RunAlgorithm<'_, M> {
     fn step(
         &mut self,
         engine: &mut PrivacyEngine<M>,
@@ -69,7 +69,7 @@ pub struct StopRules {
 
 impl StopRules {
     /// Whether the run is over after `epoch` epochs.
-    pub fn finished<M: PrivateModel>(
+    pub fn finished<M: Classifier>(
         &self,
         engine: &PrivacyEngine<M>,
         algorithm: &RunAlgorithm<'_, M>,
@@ -116,7 +116,7 @@ pub struct EpochObserver<'a> {
     pub failure: Option<anyhow::Error>,
 }
 
-impl<M: PrivateModel> Observer<M, RunAlgorithm<'_, M>> for EpochObserver<'_> {
+impl<M: Classifier> Observer<M, RunAlgorithm<'_, M>> for EpochObserver<'_> {
     fn step_done(
         &mut self,
         engine: &PrivacyEngine<M>,
@@ -155,7 +155,7 @@ impl<M: PrivateModel> Observer<M, RunAlgorithm<'_, M>> for EpochObserver<'_> {
 
 impl EpochObserver<'_> {
     /// Records the epoch, writes the partial file; whether the run is over.
-    fn record<M: PrivateModel>(
+    fn record<M: Classifier>(
         &mut self,
         engine: &PrivacyEngine<M>,
         algorithm: &RunAlgorithm<'_, M>,
@@ -213,7 +213,7 @@ impl EpochObserver<'_> {
 
     /// ε of the ledger, and for Poisson sampling μ_CLT, its ε and the PLD ε.
     #[allow(clippy::type_complexity)]
-    fn readings<M: PrivateModel>(
+    fn readings<M: Classifier>(
         &self,
         engine: &PrivacyEngine<M>,
         steps: u64,

@@ -9,7 +9,7 @@ use anyhow::Result;
 use dp_accounting::calibrate_steps;
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::PrivateModel;
+use dp_models::Classifier;
 use dp_optim::annealing::SaDpsgd;
 use dp_optim::dpd::{implied_dropout_rates, GaussianDropout, PredictiveAverage};
 use dp_optim::gdp::MuStopRule;
@@ -23,7 +23,7 @@ use super::{DpdOutcome, EpochRecord, Partial, Run, RunResult};
 
 impl Run<'_> {
     /// Trains `model` for this run (resuming its partial file) and returns its result.
-    pub(super) fn execute<M: PrivateModel>(
+    pub(super) fn execute<M: Classifier>(
         &self,
         model: M,
         noise: NoiseSource,
@@ -87,11 +87,7 @@ impl Run<'_> {
     }
 
     /// The algorithm the run names: SA-DPSGD, DPD, the dropout baseline, or DP-SGD.
-    fn algorithm_of<M: PrivateModel>(
-        &self,
-        plan: &Plan,
-        annealed: bool,
-    ) -> RunAlgorithm<'static, M> {
+    fn algorithm_of<M: Classifier>(&self, plan: &Plan, annealed: bool) -> RunAlgorithm<'static, M> {
         let private = plan.config.privacy.is_some();
         match (&plan.dpd, self.run.gaussian_dropout) {
             _ if annealed => {
@@ -107,7 +103,7 @@ impl Run<'_> {
 
     /// Restores the engine (and SA-DPSGD's counters) from the partial file, if there is
     /// one: the epochs recorded so far and their wall seconds.
-    fn resume<M: PrivateModel>(
+    fn resume<M: Classifier>(
         &self,
         engine: &mut PrivacyEngine<M>,
         algorithm: &mut RunAlgorithm<'_, M>,
@@ -170,7 +166,7 @@ impl Run<'_> {
 
     /// The run's result: its epochs, DPD's calibration and implied dropout rates, the
     /// posterior predictive.
-    fn result<M: PrivateModel>(
+    fn result<M: Classifier>(
         &self,
         plan: &Plan,
         engine: &PrivacyEngine<M>,

@@ -6,15 +6,20 @@ use std::time::Instant;
 use anyhow::Result;
 use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 use dp_mechanisms::NoiseSource;
-use dp_models::word2vec::{Canary, CanaryRanker, CorpusConfig, SharedEmbedding, Word2VecData};
-use dp_optim::wide::{CoordinateSelection, WideConfig, WideMethod, WideTrainer};
+use dp_models::word2vec::{
+    Canary, CanaryRanker, CorpusConfig, PairSet, SharedEmbedding, Word2VecData,
+};
+use dp_optim::{Control, CoordinateSelection, EpochSummary, Observer, StepReport, Trainer};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::Profile;
 
 mod claims;
+mod method;
 mod report;
+
+pub use method::{WideAlgorithm, WideMethod, WideSettings};
 
 pub use report::wide_report;
 
@@ -237,14 +242,13 @@ fn train_one(
     table: &WideTable,
     run: &WideRun,
     data: &Word2VecData,
-    train: &dp_models::word2vec::PairSet,
+    train: &PairSet,
     canaries: &[Canary],
     epochs: u32,
     key: &str,
 ) -> Result<WideResult> {
     let started = Instant::now();
     let n = train.len();
-    let q = table.batch_size as f64 / n as f64;
     let steps_per_epoch = (n as f64 / table.batch_size as f64).round() as u64;
     let model = SharedEmbedding::new(
         table.corpus.vocabulary,
@@ -252,15 +256,10 @@ fn train_one(
         table.init_std,
         &mut NoiseSource::seeded(1),
     );
-    let config = |method| WideConfig {
-        sampling_rate: q,
-        clip: table.clip,
-        method,
-        lr: table.lr,
-    };
+    let settings = settings(table, n);
+    let p = model.num_params();
     let event_of = |method: WideMethod| -> Result<DpEvent> {
-        let probe = WideTrainer::new(model.clone(), config(method), n, NoiseSource::seeded(0))?;
-        Ok(probe.step_event()?.unwrap_or(DpEvent::NoOp))
+        Ok(method.step_event(settings, p)?.unwrap_or(DpEvent::NoOp))
     };
     let method = match run.calibrate_total_epsilon {
         Some(target) => calibrate_selection(
@@ -272,45 +271,33 @@ fn train_one(
         )?,
         None => run.method,
     };
-    let mut trainer = WideTrainer::new(model, config(method), n, NoiseSource::seeded(2))?;
-    let event = trainer.step_event()?;
-    let bar = indicatif::ProgressBar::new(steps_per_epoch * u64::from(epochs));
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "  {msg:32} [{bar:30}] {pos}/{len} steps, {elapsed} (eta {eta})",
-        )?
-        .progress_chars("=> "),
-    );
-    bar.set_message(run.label.clone());
-    let mut records = Vec::new();
-    for epoch in 1..=epochs {
-        for _ in 0..steps_per_epoch {
-            trainer.step(train)?;
-            bar.inc(1);
-        }
-        let steps = trainer.steps();
-        records.push(WideEpoch {
-            epoch,
-            steps,
-            train_loss: trainer.model().mean_loss(&data.train)?,
-            test_loss: trainer.model().mean_loss(&data.test)?,
-            epsilon: match &event {
-                Some(e) => Some(run_epsilon(e, steps, table.delta)?),
-                None => None,
-            },
-            wall_s: started.elapsed().as_secs_f64(),
-        });
-    }
-    bar.finish_and_clear();
-    let ranked = CanaryRanker::new(trainer.model()).rank(canaries)?;
+    let mut engine = method.engine(model, settings, n, NoiseSource::seeded(2))?;
+    let mut algorithm = method.algorithm(table.clip)?;
+    let mut observer = EpochRecorder {
+        data,
+        event: method.step_event(settings, p)?,
+        delta: table.delta,
+        started,
+        bar: progress_bar(steps_per_epoch * u64::from(epochs), &run.label)?,
+        records: Vec::new(),
+    };
+    let trainer = Trainer {
+        total_steps: steps_per_epoch * u64::from(epochs),
+        steps_per_epoch,
+        checkpoints: None,
+        schedule: None,
+    };
+    trainer.fit(&mut engine, &mut algorithm, train, &mut observer)?;
+    observer.bar.finish_and_clear();
+    let ranked = CanaryRanker::new(engine.model()).rank(canaries)?;
     let v = table.corpus.vocabulary as f64;
     Ok(WideResult {
         key: key.into(),
         label: run.label.clone(),
         commit: super::git_commit(),
         method,
-        selected_per_step: trainer.selected_per_step(),
-        epochs: records,
+        selected_per_step: method.selected_per_step(p, table.clip)?,
+        epochs: observer.records,
         exposures: canaries
             .iter()
             .zip(&ranked)
@@ -323,6 +310,75 @@ fn train_one(
             .collect(),
         wall_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The engine settings of `table` for `n` training samples.
+fn settings(table: &WideTable, n: usize) -> WideSettings {
+    WideSettings {
+        sampling_rate: table.batch_size as f64 / n as f64,
+        clip: table.clip,
+        lr: table.lr,
+        delta: table.delta,
+    }
+}
+
+fn progress_bar(steps: u64, label: &str) -> Result<indicatif::ProgressBar> {
+    let bar = indicatif::ProgressBar::new(steps);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "  {msg:32} [{bar:30}] {pos}/{len} steps, {elapsed} (eta {eta})",
+        )?
+        .progress_chars("=> "),
+    );
+    bar.set_message(label.to_string());
+    Ok(bar)
+}
+
+/// Records each epoch's losses (of the model, on the whole train and test splits; the
+/// figure's curves, outside ε as the paper plots them) and ε.
+struct EpochRecorder<'a> {
+    data: &'a Word2VecData,
+    event: Option<DpEvent>,
+    delta: f64,
+    started: Instant,
+    bar: indicatif::ProgressBar,
+    records: Vec<WideEpoch>,
+}
+
+impl Observer<SharedEmbedding, WideAlgorithm> for EpochRecorder<'_> {
+    fn step_done(
+        &mut self,
+        _: &dp_optim::PrivacyEngine<SharedEmbedding>,
+        _: &WideAlgorithm,
+        _: &StepReport,
+    ) -> dp_optim::Result<Control> {
+        self.bar.inc(1);
+        Ok(Control::Continue)
+    }
+
+    fn epoch_done(
+        &mut self,
+        engine: &dp_optim::PrivacyEngine<SharedEmbedding>,
+        _: &WideAlgorithm,
+        epoch: &EpochSummary,
+    ) -> dp_optim::Result<Control> {
+        let record = || -> Result<WideEpoch> {
+            Ok(WideEpoch {
+                epoch: self.records.len() as u32 + 1,
+                steps: epoch.steps,
+                train_loss: engine.model().mean_loss(&self.data.train)?,
+                test_loss: engine.model().mean_loss(&self.data.test)?,
+                epsilon: match &self.event {
+                    Some(e) => Some(run_epsilon(e, epoch.steps, self.delta)?),
+                    None => None,
+                },
+                wall_s: self.started.elapsed().as_secs_f64(),
+            })
+        };
+        let record = record().map_err(|e| dp_optim::Error::InvalidConfig(e.to_string()))?;
+        self.records.push(record);
+        Ok(Control::Continue)
+    }
 }
 
 fn method_text(method: &WideMethod) -> (String, String) {

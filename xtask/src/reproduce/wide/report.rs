@@ -5,13 +5,12 @@
 use std::path::Path;
 use std::time::Instant;
 
+use super::WideMethod;
 use anyhow::{Context, Result};
 use dp_mechanisms::NoiseSource;
 use dp_models::word2vec::{
-    build_word2vec_data, insert_canaries, random_canaries, Canary, PairSet, SharedEmbedding,
-    Word2VecData,
+    build_word2vec_data, insert_canaries, random_canaries, Canary, PairSet, Word2VecData,
 };
-use dp_optim::wide::{WideConfig, WideMethod, WideTrainer};
 
 use super::claims::claims;
 use super::{
@@ -255,18 +254,8 @@ fn recompute_epsilons(
     results: &mut [Option<WideResult>],
 ) -> Result<()> {
     for r in results.iter_mut().flatten() {
-        let model = SharedEmbedding::from_weights(
-            sizes.vocabulary,
-            table.dim,
-            vec![0.0; sizes.vocabulary * table.dim],
-        )?;
-        let config = WideConfig {
-            sampling_rate: table.batch_size as f64 / n as f64,
-            clip: table.clip,
-            method: r.method,
-            lr: table.lr,
-        };
-        let event = WideTrainer::new(model, config, n, NoiseSource::seeded(0))?.step_event()?;
+        let p = sizes.vocabulary * table.dim;
+        let event = r.method.step_event(super::settings(table, n), p)?;
         for e in &mut r.epochs {
             e.epsilon = match &event {
                 Some(event) => Some(run_epsilon(event, e.steps, table.delta)?),

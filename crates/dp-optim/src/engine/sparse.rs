@@ -1,0 +1,87 @@
+//! The engine's steps for sparse DP-SGD: a private selection of coordinates from one
+//! clipped sum, a second clipped sum restricted to them, and Gaussian noise on them
+//! only. The selection and the Gaussian read the same batch, so the step's charge
+//! ([`begin_step_with`](PrivacyEngine::begin_step_with)) is their joint sampled event.
+
+use dp_mechanisms::Mechanism;
+use dp_models::{ClipRule, PrivateModel, SparsePrivateModel};
+
+use super::step::{ClippedSum, NoisyGradient, StepCharge};
+use super::PrivacyEngine;
+use crate::error::{Error, Result};
+use crate::selection::CoordinateSelector;
+
+impl<M: PrivateModel> PrivacyEngine<M> {
+    /// Chooses coordinates of `|clipped|` with `selector`, whose event the step's charge
+    /// must have been begun with; the charge is committed first (the chosen coordinates
+    /// are a release). Refused when the sum's per-coordinate sensitivity exceeds the
+    /// selector's.
+    pub fn select_coordinates(
+        &mut self,
+        charge: &mut StepCharge,
+        clipped: &ClippedSum,
+        selector: &CoordinateSelector,
+    ) -> Result<Vec<usize>> {
+        if charge.also.as_ref() != Some(&selector.event()) {
+            return Err(Error::InvalidConfig(
+                "the step's charge does not cover this selection: begin it with the \
+                 selector's event"
+                    .into(),
+            ));
+        }
+        let scheme = self.config.sampler.scheme(self.dataset_size);
+        // ‖clip(g)‖₂ ≤ bound bounds every coordinate of one example's contribution.
+        let bound = clipped
+            .rule
+            .sensitivity()
+            .ok_or_else(|| Error::UnprotectedParameter("a selection on an unclipped sum".into()))?;
+        let bound = scheme.relation().sum_sensitivity(bound);
+        if bound > selector.sensitivity() {
+            return Err(Error::UnprotectedParameter(format!(
+                "the scores' sensitivity {bound} exceeds the selector's {}",
+                selector.sensitivity()
+            )));
+        }
+        if let (Some(filter), Some(reservation)) = (&mut self.ledger, charge.reservation.take()) {
+            filter.commit(reservation)?;
+        }
+        let scores: Vec<f64> = clipped.sum.iter().map(|&v| f64::from(v.abs())).collect();
+        selector.select(&scores, &mut self.noise)
+    }
+}
+
+impl<M: SparsePrivateModel> PrivacyEngine<M> {
+    /// The sum over `batch` of each example's gradient clipped by `first`, restricted to
+    /// `support`, and clipped again with the run's rule: zero off the support.
+    pub fn clipped_sum_on_support(
+        &mut self,
+        data: &M::Data,
+        batch: &[usize],
+        first: ClipRule,
+        support: &[usize],
+    ) -> Result<ClippedSum> {
+        let mut mask = vec![false; self.model.num_params()];
+        for &j in support {
+            *mask.get_mut(j).ok_or(Error::InvalidParameter {
+                name: "support",
+                value: j as f64,
+                reason: "a coordinate beyond the model's parameters",
+            })? = true;
+        }
+        let rule = self.clip_rule();
+        self.sum_slices(batch, rule, |model, slice, applied| {
+            model.clipped_gradient_on_support(data, slice, first, &mask, applied)
+        })
+    }
+
+    /// [`release`](PrivacyEngine::release) with the noise on `support` only: the sum must
+    /// be zero elsewhere ([`Error::UnprotectedParameter`] otherwise).
+    pub fn release_on_support(
+        &mut self,
+        charge: StepCharge,
+        clipped: ClippedSum,
+        support: &[usize],
+    ) -> Result<NoisyGradient> {
+        self.release_on(charge, clipped, Some(support))
+    }
+}
