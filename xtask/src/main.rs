@@ -1,7 +1,6 @@
 //! Workspace automation: `cargo xtask bench …` and `cargo xtask reproduce …`.
 
 mod bench;
-mod reproduce;
 
 use std::process::ExitCode;
 
@@ -30,14 +29,14 @@ enum Command {
         suite: bench::Suite,
     },
     /// Reproduce the papers' tables and compare them with the published numbers.
-    Reproduce(reproduce::ReproduceArgs),
+    Reproduce(dp_papers::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { suite } => bench::run(suite),
-        Command::Reproduce(args) => reproduce::run(args),
+        Command::Reproduce(args) => dp_papers::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

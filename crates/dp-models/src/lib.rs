@@ -12,7 +12,6 @@
 //! * [`models`] — the papers' networks as specs (the 26,010-parameter MNIST CNN, MLPs).
 //! * [`data`] — dataset lookup (`DP_DATA_DIR`, cache, checksum-verified download) and the
 //!   MNIST / Fashion-MNIST IDX loader.
-//! * [`ncf`] — the GDP paper's NCF recommender with closed-form per-sample gradients.
 //! * [`loss`] — per-example cross-entropy and its gradient.
 //! * [`autograd`] — the autograd tier (Embedding, Linear over sequences) with probe taps,
 //!   ghost norms and book-keeping clipped sums; runs on any Candle device.
@@ -25,10 +24,8 @@ mod error;
 pub mod fused;
 pub mod loss;
 pub mod models;
-pub mod ncf;
 mod private_model;
 mod training_data;
-pub mod word2vec;
 
 pub use clip_rule::ClipRule;
 pub use error::{Error, Result};

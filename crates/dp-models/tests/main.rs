@@ -7,4 +7,3 @@ mod fixtures;
 mod fused;
 mod papers_data;
 mod reference;
-mod word2vec;

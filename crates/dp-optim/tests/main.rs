@@ -11,7 +11,6 @@ mod audit;
 mod dpd;
 mod gdp;
 mod guarantee;
-mod sparse_dp_sgd;
 mod trainer;
 
 use dp_optim::{

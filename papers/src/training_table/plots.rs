@@ -8,11 +8,11 @@ use anyhow::Result;
 use super::rows::finals;
 use super::runs::ByRun;
 use super::TableContext;
-use crate::reproduce::config::{PlotConfig, PlotY, TrainingTable};
-use crate::reproduce::epoch_means;
-use crate::reproduce::plot::{line_plot, Series};
-use crate::reproduce::report::mean_sd;
-use crate::reproduce::training::EpochRecord;
+use crate::config::{PlotConfig, PlotY, TrainingTable};
+use crate::epoch_means;
+use crate::plot::{line_plot, Series};
+use crate::report::mean_sd;
+use crate::training::EpochRecord;
 
 /// Draws every plot of the table that has data; the files written.
 pub fn plots(cx: &TableContext<'_>, by_label: &ByRun) -> Result<Vec<String>> {

@@ -3,10 +3,10 @@
 
 use super::runs::ByRun;
 use super::{TableContext, METRIC_DIGITS};
-use crate::reproduce::config::{RunConfig, TrainingTable};
-use crate::reproduce::report::{fmt, mean_sd, Comparison, RunHeader, Status, TableReport};
-use crate::reproduce::training::{DpdOutcome, EpochRecord, RunResult};
-use crate::reproduce::{compare, epoch_means, Profile};
+use crate::config::{RunConfig, TrainingTable};
+use crate::report::{fmt, mean_sd, Comparison, RunHeader, Status, TableReport};
+use crate::training::{DpdOutcome, EpochRecord, RunResult};
+use crate::{compare, epoch_means, Profile};
 
 /// A detailed table: heading, columns, rows.
 pub type Detail = (String, Vec<String>, Vec<Vec<String>>);

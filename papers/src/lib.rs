@@ -1,10 +1,21 @@
-//! `cargo xtask reproduce`: runs the papers' tables from checked-in configs, caches each
-//! run by the hash of its config, and writes JSON, Markdown and SVG next to a comparison
-//! with the published numbers.
+//! The papers this workspace reproduces, written as clients of its public API, and the
+//! harness behind `cargo xtask reproduce`: it runs the papers' tables from checked-in
+//! configs, caches each run by the hash of its config, and writes JSON, Markdown and SVG
+//! next to a comparison with the published numbers.
+//!
+//! One directory per paper holds everything that is only about that paper: its table
+//! configs and published values (`*.json`), and its code — [`gdp`] (the NCF
+//! recommender), `sa_dpsgd` (configs only: its algorithm is
+//! [`dp_optim::annealing::SaDpsgd`]), `dpd` (the accounting and stand-in tables) and
+//! [`wide`] (word2vec on the Brown corpus, canaries, the table driver). The shared
+//! harness — configs, the training-run driver (`training`), runs × seeds → table
+//! (`training_table`), reports, plots, the summary page — is the rest of `src/`.
+//! docs/reproduction/README.md says why this is a crate and what a new paper touches.
 
 mod accounting;
 mod config;
 mod dpd;
+pub mod gdp;
 #[cfg(test)]
 mod page_numbers;
 mod plot;
@@ -12,7 +23,7 @@ mod report;
 mod summary;
 mod training;
 mod training_table;
-mod wide;
+pub mod wide;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! Records the commit the xtask binary is built from, so that every result it writes
+//! Records the commit the reproduction is built from, so that every result it writes
 //! names the code that produced it (HEAD may move while a long reproduction runs).
 
 use std::process::Command;

@@ -13,11 +13,11 @@ use std::sync::RwLock;
 use candle_core::Tensor;
 use dp_mechanisms::NoiseSource;
 
-use crate::data::Dataset;
-use crate::error::{Error, Result};
-use crate::loss::cross_entropy;
-use crate::private_model::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
-use crate::ClipRule;
+use dp_models::data::Dataset;
+use dp_models::{Error, Result};
+use dp_models::loss::cross_entropy;
+use dp_models::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
+use dp_models::ClipRule;
 
 /// Widths of the NCF model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,42 +1,13 @@
-//! The Brown corpus loader, the word2vec samples, sparse per-example gradients against
+//! The word2vec samples on the Brown corpus, sparse per-example gradients against
 //! Candle autograd, and canary ranks against brute force.
 
 use candle_core::{Device, Tensor, Var};
 use dp_mechanisms::NoiseSource;
-use dp_models::data::{brown_from_tar_gz, load_brown, parse_brown_file, DataLocator};
-use dp_models::word2vec::{
+use dp_models::data::{load_brown, DataLocator};
+use dp_papers::wide::word2vec::{
     build_word2vec_data, insert_canaries, random_canaries, CanaryRanker, CorpusConfig,
     NoiseDistribution, PairSet, SharedEmbedding, SparseGradient,
 };
-
-fn brown_fixture() -> Vec<u8> {
-    let files = [
-        (
-            "package/ca01",
-            "\n\n\tThe/at Fulton/np-tl County/nn-tl Grand/jj-tl Jury/nn-tl said/vbd ,/, 1913/cd well-known/jj it's/pps+bez ./.\n",
-        ),
-        ("package/cb02", "\tThe/at jury/nn said/vbd ./.\n"),
-        ("package/cats.txt", "ca01 news\ncb02 editorial\n"),
-        ("package/README", "not a document"),
-    ];
-    crate::fixtures::tar_gz(&files)
-}
-
-#[test]
-fn brown_tagged_files_parse_to_lowercase_words() -> dp_models::Result<()> {
-    assert_eq!(
-        parse_brown_file("The/at Jury/nn-tl ,/, 1913/cd well-known/jj it's/pps+bez"),
-        vec!["the", "jury"]
-    );
-    let documents = brown_from_tar_gz(&brown_fixture())?;
-    assert_eq!(documents.len(), 2, "cats.txt and README are not documents");
-    assert_eq!(
-        documents[0],
-        vec!["the", "fulton", "county", "grand", "jury", "said"]
-    );
-    assert_eq!(documents[1], vec!["the", "jury", "said"]);
-    Ok(())
-}
 
 /// The real corpus (CI sets DP_DATA_DIR): 500 documents, and the paper's 200K / 100K /
 /// 200K samples over a 1,000-word vocabulary without stop words.

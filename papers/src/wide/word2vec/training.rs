@@ -4,10 +4,10 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
-use crate::private_model::{ClippedGradient, PrivateModel, SparsePrivateModel};
-use crate::training_data::TrainingData;
-use crate::ClipRule;
+use dp_models::{Error, Result};
+use dp_models::{ClippedGradient, PrivateModel, SparsePrivateModel};
+use dp_models::TrainingData;
+use dp_models::ClipRule;
 
 use super::corpus::PairSet;
 use super::embedding::{SharedEmbedding, SparseGradient};

@@ -1,5 +1,5 @@
-//! The checked-in experiment configs (`xtask/reproduce/<paper>/<table>.json`) and
-//! published values (`xtask/reproduce/<paper>/published.json`).
+//! The checked-in experiment configs (`papers/src/<paper>/<table>.json`) and
+//! published values (`papers/src/<paper>/published.json`).
 
 use std::path::{Path, PathBuf};
 
@@ -417,14 +417,17 @@ impl Published {
     }
 }
 
-/// The directory of the checked-in configs.
-pub fn config_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("reproduce")
+/// The directory of a paper (`gdp`, `sa-dpsgd`, …): its code, table configs and
+/// published values, `papers/src/<id with _ for ->/`.
+pub fn paper_dir(paper: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join(paper.replace('-', "_"))
 }
 
 /// A paper's tables (in file-name order) and published values.
 pub fn load_paper(paper: &str) -> Result<(Vec<TableConfig>, Published)> {
-    let dir = config_root().join(paper);
+    let dir = paper_dir(paper);
     let read = |path: &Path| -> Result<String> {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
     };

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use dp_accounting::{AccountantKind, DpEvent, OrderGrid, SamplingScheme};
 use dp_mechanisms::{Mechanism, NoiseSource};
-use dp_models::word2vec::SharedEmbedding;
+use crate::wide::word2vec::SharedEmbedding;
 use dp_optim::{
     Algorithm, Clipping, CoordinateSelection, DpSgd, GradientNormalisation, Optimizer,
     PrivacyConfig, PrivacyEngine, Sampler, SparseDpSgd, StepReport, TrainConfig,
@@ -62,7 +62,7 @@ impl Algorithm<SharedEmbedding> for WideAlgorithm {
     fn step(
         &mut self,
         engine: &mut PrivacyEngine<SharedEmbedding>,
-        data: &dp_models::word2vec::PairSet,
+        data: &crate::wide::word2vec::PairSet,
     ) -> dp_optim::Result<StepReport> {
         match self {
             WideAlgorithm::Dense(a) => a.step(engine, data),

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 
 use super::{TableContext, METRIC_DIGITS};
-use crate::reproduce::report::fmt;
-use crate::reproduce::training::{self, run_cached, run_key, LoadedData, RunResult};
+use crate::report::fmt;
+use crate::training::{self, run_cached, run_key, LoadedData, RunResult};
 
 /// The results of each run (by its index in the table), one per seed that ran.
 pub type ByRun = BTreeMap<usize, Vec<RunResult>>;

@@ -7,7 +7,7 @@ use dp_accounting::{
     Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid, SamplingScheme,
 };
 use dp_mechanisms::{Mechanism, NoiseSource};
-use dp_models::word2vec::{NoiseDistribution, PairSet, SharedEmbedding};
+use dp_papers::wide::word2vec::{NoiseDistribution, PairSet, SharedEmbedding};
 use dp_models::ClipRule;
 use dp_optim::{
     Algorithm, Clipping, CoordinateSelection, DpSgd, Error, GradientNormalisation, Optimizer,

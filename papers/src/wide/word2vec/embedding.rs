@@ -2,7 +2,7 @@
 
 use dp_mechanisms::NoiseSource;
 
-use crate::error::{Error, Result};
+use dp_models::{Error, Result};
 
 use super::corpus::PairSet;
 

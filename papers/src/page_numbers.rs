@@ -180,7 +180,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::reproduce::PAPERS;
+    use crate::PAPERS;
 
     #[test]
     fn quoted_numbers_are_table_cells_and_percentages() {
@@ -239,7 +239,7 @@ mod tests {
                 .with_context(|| format!("reading {}", page_path.display()))?;
             let references = reference_values(
                 &root.join(format!("../docs/reproduction/{paper}")),
-                &root.join(format!("reproduce/{paper}")),
+                &crate::config::paper_dir(paper),
             )?;
             let (quoted, allowed) = quoted_numbers(&page);
             assert!(quoted.len() > 10, "{paper}: too few numbers found to check");

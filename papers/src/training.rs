@@ -11,7 +11,7 @@ use dp_models::fused::FusedModel;
 use dp_models::models::{
     adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mlp, mnist_cnn, Activation,
 };
-use dp_models::ncf::{NcfModel, NcfShape};
+use crate::gdp::ncf::{NcfModel, NcfShape};
 use dp_optim::annealing::AnnealingState;
 use dp_optim::dpd::{DpdCalibration, DropoutRates, StepSizeSchedule};
 use dp_optim::{Checkpoint, Sampler};
@@ -422,7 +422,7 @@ impl Run<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reproduce::config::{Metric, SmokeConfig};
+    use crate::config::{Metric, SmokeConfig};
 
     fn synthetic() -> LoadedData {
         let mut noise = NoiseSource::seeded(77);

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Result;
 use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 use dp_mechanisms::NoiseSource;
-use dp_models::word2vec::{
+use word2vec::{
     Canary, CanaryRanker, CorpusConfig, PairSet, SharedEmbedding, Word2VecData,
 };
 use dp_optim::{Control, CoordinateSelection, EpochSummary, Observer, StepReport, Trainer};
@@ -18,6 +18,7 @@ use super::Profile;
 mod claims;
 mod method;
 mod report;
+pub mod word2vec;
 
 pub use method::{WideAlgorithm, WideMethod, WideSettings};
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::WideMethod;
 use anyhow::{Context, Result};
 use dp_mechanisms::NoiseSource;
-use dp_models::word2vec::{
+use crate::wide::word2vec::{
     build_word2vec_data, insert_canaries, random_canaries, Canary, PairSet, Word2VecData,
 };
 
@@ -17,11 +17,11 @@ use super::{
     corpus_config, key, method_text, run_epsilon, train_one, CorpusSizes, WideEpoch, WideResult,
     WideTable,
 };
-use crate::reproduce::config::TableConfig;
-use crate::reproduce::plot::{line_plot, Series};
-use crate::reproduce::report::{fmt, Comparison, RunHeader, Status, TableReport};
-use crate::reproduce::training::write_atomically;
-use crate::reproduce::{Profile, ReproduceArgs};
+use crate::config::TableConfig;
+use crate::plot::{line_plot, Series};
+use crate::report::{fmt, Comparison, RunHeader, Status, TableReport};
+use crate::training::write_atomically;
+use crate::{Profile, ReproduceArgs};
 
 /// A detailed table: heading, columns, rows.
 type Detail = (String, Vec<String>, Vec<Vec<String>>);
@@ -285,7 +285,7 @@ fn row(
                 noise_multiplier, ..
             },
             Some(e),
-        ) => Some(crate::reproduce::accounting::pld_epsilon(
+        ) => Some(crate::accounting::pld_epsilon(
             table.batch_size as f64 / n as f64,
             noise_multiplier,
             e.steps,

@@ -6,9 +6,9 @@ use anyhow::{bail, Result};
 use super::rows::{finals, Detail};
 use super::runs::ByRun;
 use super::TableContext;
-use crate::reproduce::config::{self, ClaimConfig, TrainingTable};
-use crate::reproduce::report::{fmt, mean_sd};
-use crate::reproduce::{epoch_means, Profile};
+use crate::config::{self, ClaimConfig, TrainingTable};
+use crate::report::{fmt, mean_sd};
+use crate::{epoch_means, Profile};
 
 /// The findings; the accuracy-target table goes first among `details`.
 pub fn findings(

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use dp_mechanisms::NoiseSource;
 
-use crate::error::{Error, Result};
+use dp_models::{Error, Result};
 
 use super::stop_words::STOP_WORDS;
 

@@ -1,0 +1,5 @@
+//! The GDP paper (Bu, Dong, Long & Su, HDSR 2020): its tables are driven by the shared
+//! training harness from the configs in this directory; the one model only this paper
+//! uses is its NCF recommender.
+
+pub mod ncf;
