@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::gdp::ncf::{NcfModel, NcfShape};
 use anyhow::{Context, Result};
 use dp_accounting::OrderGrid;
 use dp_mechanisms::NoiseSource;
@@ -11,7 +12,6 @@ use dp_models::fused::FusedModel;
 use dp_models::models::{
     adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mlp, mnist_cnn, Activation,
 };
-use crate::gdp::ncf::{NcfModel, NcfShape};
 use dp_optim::annealing::AnnealingState;
 use dp_optim::dpd::{DpdCalibration, DropoutRates, StepSizeSchedule};
 use dp_optim::{Checkpoint, Sampler};

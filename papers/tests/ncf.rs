@@ -103,4 +103,3 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
         Err(Error::InvalidModel(_))
     ));
 }
-

@@ -7,12 +7,12 @@ use dp_accounting::{
     Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid, SamplingScheme,
 };
 use dp_mechanisms::{Mechanism, NoiseSource};
-use dp_papers::wide::word2vec::{NoiseDistribution, PairSet, SharedEmbedding};
 use dp_models::ClipRule;
 use dp_optim::{
     Algorithm, Clipping, CoordinateSelection, DpSgd, Error, GradientNormalisation, Optimizer,
     PrivacyConfig, PrivacyEngine, Sampler, SparseDpSgd, TrainConfig,
 };
+use dp_papers::wide::word2vec::{NoiseDistribution, PairSet, SharedEmbedding};
 
 const Q: f64 = 0.05;
 const S1: f64 = 1.0;

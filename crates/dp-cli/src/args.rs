@@ -14,7 +14,7 @@ pub struct Cli {
 pub enum Command {
     /// ε of a DP-SGD run (Poisson or without-replacement sampling, Gaussian noise).
     Account(AccountArgs),
-    /// The noise multiplier σ (or, given --sigma, the number of steps) that meets a
+    /// The noise multiplier σ (or, given --noise-multiplier, the number of steps) that meets a
     /// target ε.
     Calibrate(CalibrateArgs),
     /// Train a model with DP-SGD (or without privacy, --no-dp) and report accuracy and ε.
@@ -28,8 +28,13 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     /// Noise multiplier σ of the audited DP-SGD run.
-    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
-    pub sigma: f64,
+    #[arg(
+        long,
+        alias = "sigma",
+        default_value_t = 2.0,
+        allow_negative_numbers = true
+    )]
+    pub noise_multiplier: f64,
     /// Poisson sampling rate q.
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub q: f64,
@@ -37,8 +42,13 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = 100)]
     pub steps: u64,
     /// Per-sample clipping norm C.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub clip: f64,
+    #[arg(
+        long,
+        alias = "clip",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub max_grad_norm: f64,
     /// Learning rate (SGD).
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub lr: f64,
@@ -127,11 +137,16 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 256)]
     pub batch_size: usize,
     /// Noise multiplier σ (omit with --target-epsilon to calibrate it).
-    #[arg(long, allow_negative_numbers = true)]
-    pub sigma: Option<f64>,
+    #[arg(long, alias = "sigma", allow_negative_numbers = true)]
+    pub noise_multiplier: Option<f64>,
     /// Per-sample clipping norm C.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub clip: f64,
+    #[arg(
+        long,
+        alias = "clip",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub max_grad_norm: f64,
     /// Per-example clipping rule.
     #[arg(long, value_enum, default_value_t = ClippingChoice::Flat)]
     pub clipping: ClippingChoice,
@@ -150,7 +165,7 @@ pub struct TrainArgs {
     /// δ.
     #[arg(long, default_value_t = 1e-5, allow_negative_numbers = true)]
     pub delta: f64,
-    /// Budget: stop before ε would exceed it (and calibrate σ if --sigma is absent).
+    /// Budget: stop before ε would exceed it (and calibrate σ if --noise-multiplier is absent).
     #[arg(long, allow_negative_numbers = true)]
     pub target_epsilon: Option<f64>,
     /// Accountant for ε and the budget.
@@ -198,9 +213,9 @@ pub enum ChangeableField {
     /// The learning rate (post-processing of the noisy gradients).
     Lr,
     /// σ (the ledger records each step's own σ).
-    Sigma,
+    NoiseMultiplier,
     /// The clipping norm (σ is relative to it, so the events do not change).
-    Clip,
+    MaxGradNorm,
     /// The budget (enforced on the whole ledger, earlier steps included).
     TargetEpsilon,
 }
@@ -290,8 +305,8 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct AccountArgs {
     /// Noise multiplier σ (noise std / clipping norm), > 0.
-    #[arg(long, allow_negative_numbers = true)]
-    pub sigma: f64,
+    #[arg(long, alias = "sigma", allow_negative_numbers = true)]
+    pub noise_multiplier: f64,
     /// Target δ, in (0, 1).
     #[arg(long, allow_negative_numbers = true)]
     pub delta: f64,
@@ -307,9 +322,9 @@ pub struct CalibrateArgs {
     /// Target δ, in (0, 1).
     #[arg(long, allow_negative_numbers = true)]
     pub delta: f64,
-    /// Solve for the number of steps at this σ instead of solving for σ.
-    #[arg(long, allow_negative_numbers = true)]
-    pub sigma: Option<f64>,
+    /// Solve for the number of steps at this noise multiplier σ instead of solving for σ.
+    #[arg(long, alias = "sigma", allow_negative_numbers = true)]
+    pub noise_multiplier: Option<f64>,
     /// Relative tolerance on σ.
     #[arg(long, default_value_t = 1e-6, allow_negative_numbers = true)]
     pub tolerance: f64,

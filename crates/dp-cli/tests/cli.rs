@@ -26,7 +26,7 @@ fn account_all_mnist_snapshots() {
     for sigma in ["0.7", "1.1", "1.3"] {
         for epochs in ["15", "60"] {
             let args = format!(
-                "account --dataset-size 60000 --batch-size 256 --epochs {epochs} --sigma {sigma} --delta 1e-5 --accountant all"
+                "account --dataset-size 60000 --batch-size 256 --epochs {epochs} --noise-multiplier {sigma} --delta 1e-5 --accountant all"
             );
             insta::assert_snapshot!(
                 format!("account_all_sigma{sigma}_epochs{epochs}"),
@@ -38,7 +38,8 @@ fn account_all_mnist_snapshots() {
 
 #[test]
 fn account_json_has_the_documented_fields() {
-    let text = stdout("account --q 0.0042667 --sigma 1.1 --steps 14062 --delta 1e-5 --json");
+    let text =
+        stdout("account --q 0.0042667 --noise-multiplier 1.1 --steps 14062 --delta 1e-5 --json");
     let value: serde_json::Value = serde_json::from_str(&text).expect("json");
     assert_eq!(value["accountant"], "rdp");
     assert_eq!(value["order"], 8.1);
@@ -47,7 +48,7 @@ fn account_json_has_the_documented_fields() {
     assert!((eps - 2.5966).abs() < 1e-3, "{eps}");
 
     let all = stdout(
-        "account --q 0.0042667 --sigma 1.1 --steps 14062 --delta 1e-5 --json --accountant all",
+        "account --q 0.0042667 --noise-multiplier 1.1 --steps 14062 --delta 1e-5 --json --accountant all",
     );
     let rows: Vec<serde_json::Value> = serde_json::from_str(&all).expect("json array");
     let names: Vec<&str> = rows
@@ -67,13 +68,14 @@ fn calibrate_reproduces_opacus_and_never_overshoots() {
         "calibrate --target-epsilon 8 --delta 1e-5 --q 0.04 --epochs 90 --opacus-search --json",
     );
     let value: serde_json::Value = serde_json::from_str(&text).expect("json");
-    assert_eq!(value["sigma"], 1.416015625);
+    assert_eq!(value["noise_multiplier"], 1.416015625);
     assert_eq!(value["steps"], 2250);
     insta::assert_snapshot!(
         "calibrate_all",
         stdout("calibrate --target-epsilon 8 --delta 1e-5 --q 0.04 --epochs 90 --accountant all --tolerance 1e-4")
     );
-    let steps = stdout("calibrate --target-epsilon 3 --delta 1e-5 --q 0.004 --sigma 1.1 --json");
+    let steps =
+        stdout("calibrate --target-epsilon 3 --delta 1e-5 --q 0.004 --noise-multiplier 1.1 --json");
     let value: serde_json::Value = serde_json::from_str(&steps).expect("json");
     assert!(value["epsilon"].as_f64().expect("number") <= 3.0);
     assert!(value["steps"].as_u64().expect("integer") > 10_000);
@@ -83,52 +85,52 @@ fn calibrate_reproduces_opacus_and_never_overshoots() {
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     let cases = [
-        ("account --q 1.5 --sigma 1 --steps 10 --delta 1e-5", "--q"),
-        ("account --q 0 --sigma 1 --steps 10 --delta 1e-5", "--q"),
+        ("account --q 1.5 --noise-multiplier 1 --steps 10 --delta 1e-5", "--q"),
+        ("account --q 0 --noise-multiplier 1 --steps 10 --delta 1e-5", "--q"),
         (
-            "account --q 0.01 --sigma 0 --steps 10 --delta 1e-5",
-            "--sigma",
+            "account --q 0.01 --noise-multiplier 0 --steps 10 --delta 1e-5",
+            "--noise-multiplier",
         ),
         (
-            "account --q 0.01 --sigma -1 --steps 10 --delta 1e-5",
-            "--sigma",
+            "account --q 0.01 --noise-multiplier -1 --steps 10 --delta 1e-5",
+            "--noise-multiplier",
         ),
         (
-            "account --q 0.01 --sigma NaN --steps 10 --delta 1e-5",
-            "--sigma",
+            "account --q 0.01 --noise-multiplier NaN --steps 10 --delta 1e-5",
+            "--noise-multiplier",
         ),
         (
-            "account --q 0.01 --sigma 1 --steps 0 --delta 1e-5",
+            "account --q 0.01 --noise-multiplier 1 --steps 0 --delta 1e-5",
             "--steps",
         ),
-        ("account --q 0.01 --sigma 1 --steps 10 --delta 1", "--delta"),
-        ("account --q 0.01 --sigma 1 --steps 10 --delta 0", "--delta"),
+        ("account --q 0.01 --noise-multiplier 1 --steps 10 --delta 1", "--delta"),
+        ("account --q 0.01 --noise-multiplier 1 --steps 10 --delta 0", "--delta"),
         (
-            "account --q 0.01 --sigma 1 --steps 10 --delta nan",
+            "account --q 0.01 --noise-multiplier 1 --steps 10 --delta nan",
             "--delta",
         ),
-        ("account --q 0.01 --sigma 1 --delta 1e-5", "--steps"),
-        ("account --sigma 1 --steps 10 --delta 1e-5", "--q"),
-        ("account --q 0.01 --steps 10 --delta 1e-5", "--sigma"),
+        ("account --q 0.01 --noise-multiplier 1 --delta 1e-5", "--steps"),
+        ("account --noise-multiplier 1 --steps 10 --delta 1e-5", "--q"),
+        ("account --q 0.01 --steps 10 --delta 1e-5", "--noise-multiplier"),
         (
-            "account --q 0.01 --sigma 1 --steps 10 --epochs 3 --delta 1e-5",
+            "account --q 0.01 --noise-multiplier 1 --steps 10 --epochs 3 --delta 1e-5",
             "--epochs",
         ),
-        ("account --q 0.01 --sigma 1 --steps -3 --delta 1e-5", "-3"),
+        ("account --q 0.01 --noise-multiplier 1 --steps -3 --delta 1e-5", "-3"),
         (
-            "account --q 0.01 --sigma 1 --steps 10 --delta 1e-5 --accountant nope",
+            "account --q 0.01 --noise-multiplier 1 --steps 10 --delta 1e-5 --accountant nope",
             "nope",
         ),
         (
-            "account --dataset-size 100 --batch-size 200 --sigma 1 --steps 10 --delta 1e-5",
+            "account --dataset-size 100 --batch-size 200 --noise-multiplier 1 --steps 10 --delta 1e-5",
             "--batch-size",
         ),
         (
-            "account --q 0.01 --sigma 1 --steps 10 --delta 1e-5 --sampling without-replacement",
+            "account --q 0.01 --noise-multiplier 1 --steps 10 --delta 1e-5 --sampling without-replacement",
             "without-replacement",
         ),
         (
-            "account --q 0.01 --sigma 1 --epochs inf --delta 1e-5",
+            "account --q 0.01 --noise-multiplier 1 --epochs inf --delta 1e-5",
             "--epochs",
         ),
         (
@@ -140,20 +142,20 @@ fn bad_input_is_one_line_and_exit_code_2() {
             "--steps",
         ),
         (
-            "account --q 0.5 --sigma 1 --steps 18446744073709551615 --delta 1e-5 --accountant pld",
+            "account --q 0.5 --noise-multiplier 1 --steps 18446744073709551615 --delta 1e-5 --accountant pld",
             "grid",
         ),
         ("frobnicate", "frobnicate"),
         (
-            "train --sigma 1 --accountant gdp --target-epsilon 3",
+            "train --noise-multiplier 1 --accountant gdp --target-epsilon 3",
             "--accountant gdp",
         ),
-        ("train --sigma 1 --accountant all", "--accountant all"),
-        ("train --sigma 1 --delta 2", "--delta"),
-        ("train --sigma 0", "--sigma"),
-        ("train --sigma 1 --target-epsilon nan", "--target-epsilon"),
+        ("train --noise-multiplier 1 --accountant all", "--accountant all"),
+        ("train --noise-multiplier 1 --delta 2", "--delta"),
+        ("train --noise-multiplier 0", "--noise-multiplier"),
+        ("train --noise-multiplier 1 --target-epsilon nan", "--target-epsilon"),
         ("audit --canaries 10 --guesses 20", "--guesses"),
-        ("audit --sigma 0", "--sigma"),
+        ("audit --noise-multiplier 0", "--noise-multiplier"),
     ];
     for (args, needle) in cases {
         let out = dp(args);
@@ -172,7 +174,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
 #[test]
 fn without_replacement_sampling() {
     let text = stdout(
-        "account --dataset-size 60000 --batch-size 256 --steps 1000 --sigma 1.1 --delta 1e-5 --sampling without-replacement --accountant all",
+        "account --dataset-size 60000 --batch-size 256 --steps 1000 --noise-multiplier 1.1 --delta 1e-5 --sampling without-replacement --accountant all",
     );
     insta::assert_snapshot!("account_without_replacement", text);
 }
@@ -191,7 +193,7 @@ fn train_smoke_when_data_present() {
         eprintln!("DP_DATA_DIR unset: skipping");
         return;
     }
-    let text = stdout("train --limit 2048 --epochs 1 --batch-size 256 --physical-batch-size 100 --sigma 1.0 --clip 1.0 --lr 0.5 --momentum 0.9 --seed 3 --json");
+    let text = stdout("train --limit 2048 --epochs 1 --batch-size 256 --physical-batch-size 100 --noise-multiplier 1.0 --max-grad-norm 1.0 --lr 0.5 --momentum 0.9 --seed 3 --json");
     let summary: serde_json::Value =
         serde_json::from_str(text.lines().last().expect("summary")).expect("json");
     assert_eq!(summary["steps"], 8);
@@ -205,7 +207,7 @@ fn train_without_data_says_where_it_looked() {
     let empty = std::env::temp_dir().join(format!("dp-cli-no-data-{}", std::process::id()));
     std::fs::create_dir_all(&empty).expect("temp dir");
     let out = Command::new(env!("CARGO_BIN_EXE_dp"))
-        .args(["train", "--sigma", "1", "--epochs", "1"])
+        .args(["train", "--noise-multiplier", "1", "--epochs", "1"])
         .env("DP_DATA_DIR", &empty)
         .env("DP_CACHE_DIR", &empty)
         .env("DP_OFFLINE", "1")
@@ -226,7 +228,7 @@ fn train_without_data_says_where_it_looked() {
 fn messages_shorten_long_numbers() {
     let delta = format!("1.{}1", "0".repeat(300));
     let out = dp(&format!(
-        "account --q 0.01 --sigma 1 --steps 10 --delta {delta}"
+        "account --q 0.01 --noise-multiplier 1 --steps 10 --delta {delta}"
     ));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -241,7 +243,15 @@ fn messages_shorten_long_numbers() {
 #[test]
 fn write_errors_are_one_line_and_a_closed_pipe_is_quiet() {
     let args = [
-        "account", "--q", "0.01", "--sigma", "1", "--steps", "10", "--delta", "1e-5",
+        "account",
+        "--q",
+        "0.01",
+        "--noise-multiplier",
+        "1",
+        "--steps",
+        "10",
+        "--delta",
+        "1e-5",
     ];
     if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
         let out = Command::new(env!("CARGO_BIN_EXE_dp"))
@@ -334,7 +344,7 @@ fn fails_naming(mut command: Command, needle: &str) {
 #[test]
 fn train_prints_only_what_epsilon_covers() {
     let Some(data) = data_dir() else { return };
-    let run = "--limit 512 --epochs 1 --batch-size 256 --sigma 1 --seed 1 --json";
+    let run = "--limit 512 --epochs 1 --batch-size 256 --noise-multiplier 1 --seed 1 --json";
     let out = train(&data, run).output().expect("runs");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -371,7 +381,7 @@ fn train_checks_its_outputs_before_spending_the_budget() {
     let Some(data) = data_dir() else { return };
     let dir = temp_dir("outputs");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    let base = "--limit 512 --batch-size 256 --sigma 1 --seed 1";
+    let base = "--limit 512 --batch-size 256 --noise-multiplier 1 --seed 1";
     fails_naming(train(&data, &format!("{base} --epochs 1e300")), "--epochs");
     let weights = format!("{base} --epochs 1 --save-weights {}", dir.display());
     fails_naming(train(&data, &weights), "--save-weights");
@@ -410,23 +420,26 @@ fn train_refuses_a_resume_that_would_void_epsilon() {
     );
     succeeds(train(&data, &format!("{base} --no-dp")));
     fails_naming(
-        train(&data, &format!("{base} --sigma 1")),
+        train(&data, &format!("{base} --noise-multiplier 1")),
         "dp = non-private",
     );
     let _ = std::fs::remove_dir_all(&dir);
-    succeeds(train(&data, &format!("{base} --sigma 1")));
+    succeeds(train(&data, &format!("{base} --noise-multiplier 1")));
     fails_naming(train(&data, &format!("{base} --no-dp")), "dp = private");
     fails_naming(
-        train(&data, &format!("{base} --sigma 3")),
-        "--allow-change sigma",
+        train(&data, &format!("{base} --noise-multiplier 3")),
+        "--allow-change noise-multiplier",
     );
     let more = base.replace("--epochs 1", "--epochs 2");
     let out = succeeds(train(
         &data,
-        &format!("{more} --sigma 3 --allow-change sigma --json"),
+        &format!("{more} --noise-multiplier 3 --allow-change noise-multiplier --json"),
     ));
     assert_eq!(summary(&out)["steps"], 4);
-    fails_naming(train(&data, &format!("{base} --sigma 1")), "sigma");
+    fails_naming(
+        train(&data, &format!("{base} --noise-multiplier 1")),
+        "noise-multiplier",
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -440,7 +453,7 @@ fn killed_training_resumed_with_the_same_command_matches_an_uninterrupted_run() 
     std::fs::create_dir_all(&dir).expect("mkdir");
     let run = |name: &str, checkpoints: bool| {
         let mut args = format!(
-            "--limit 1024 --batch-size 128 --sigma 1.0 --lr 0.1 --seed 9 --epochs 12 --json --save-weights {}",
+            "--limit 1024 --batch-size 128 --noise-multiplier 1.0 --lr 0.1 --seed 9 --epochs 12 --json --save-weights {}",
             dir.join(name).display()
         );
         if checkpoints {
@@ -494,7 +507,8 @@ fn killed_training_resumed_with_the_same_command_matches_an_uninterrupted_run() 
 /// beside "upper bound").
 #[test]
 fn an_infinite_epsilon_is_unbounded_in_text_and_json() {
-    let args = "account --q 1 --sigma 0.01 --steps 1000000 --delta 1e-10 --accountant gdp";
+    let args =
+        "account --q 1 --noise-multiplier 0.01 --steps 1000000 --delta 1e-10 --accountant gdp";
     let text = stdout(args);
     assert!(
         text.contains("unbounded: no finite epsilon") && !text.contains("inf "),

@@ -4,12 +4,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use dp_models::data::{brown_from_tar_gz, parse_brown_file};
 use dp_models::data::{
     encode, imdb_datasets, load_adult, load_imdb, load_movielens_1m, movielens_datasets,
     parse_adult, parse_ratings, ratings_from_zip, reviews_from_tar_gz, AdultBinariser, AdultSplit,
     DataLocator, ImdbOptions,
 };
-use dp_models::data::{brown_from_tar_gz, parse_brown_file};
 use dp_models::Error;
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -27,10 +27,13 @@ pub enum RunField {
     Optimizer,
     /// The learning rate.
     Lr,
-    /// The noise multiplier σ.
-    Sigma,
-    /// The clipping norm C (or AUTO-S's γ).
-    Clip,
+    /// The noise multiplier σ (`Sigma` in checkpoints written before the rename).
+    #[serde(rename = "Sigma")]
+    NoiseMultiplier,
+    /// The clipping norm C, or AUTO-S's γ (`Clip` in checkpoints written before the
+    /// rename).
+    #[serde(rename = "Clip")]
+    MaxGradNorm,
     /// How per-example gradients are bounded.
     Clipping,
     /// δ at which ε is reported and the budget enforced.
@@ -46,7 +49,7 @@ pub enum RunField {
 }
 
 impl RunField {
-    /// The flag-style name (`sigma`, `target-epsilon`, …).
+    /// The flag-style name (`noise-multiplier`, `target-epsilon`, …).
     pub fn name(self) -> &'static str {
         match self {
             RunField::Dp => "dp",
@@ -56,8 +59,8 @@ impl RunField {
             RunField::Sampling => "sampling",
             RunField::Optimizer => "optimizer",
             RunField::Lr => "lr",
-            RunField::Sigma => "sigma",
-            RunField::Clip => "clip",
+            RunField::NoiseMultiplier => "noise-multiplier",
+            RunField::MaxGradNorm => "max-grad-norm",
             RunField::Clipping => "clipping",
             RunField::Delta => "delta",
             RunField::TargetEpsilon => "target-epsilon",
@@ -76,7 +79,10 @@ impl RunField {
     pub fn may_change(self) -> bool {
         matches!(
             self,
-            RunField::Lr | RunField::Sigma | RunField::Clip | RunField::TargetEpsilon
+            RunField::Lr
+                | RunField::NoiseMultiplier
+                | RunField::MaxGradNorm
+                | RunField::TargetEpsilon
         )
     }
 }
@@ -115,8 +121,8 @@ impl RunFingerprint {
             }
             Some(p) => {
                 map.insert(F::Dp, "private".into());
-                map.insert(F::Sigma, p.noise_multiplier.to_string());
-                map.insert(F::Clip, p.max_grad_norm.to_string());
+                map.insert(F::NoiseMultiplier, p.noise_multiplier.to_string());
+                map.insert(F::MaxGradNorm, p.max_grad_norm.to_string());
                 map.insert(F::Clipping, format!("{:?}", p.clipping));
                 map.insert(F::Delta, p.delta.to_string());
                 let target = p.target_epsilon.map_or("none".into(), |e| e.to_string());

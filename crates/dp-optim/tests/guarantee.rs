@@ -141,7 +141,10 @@ fn a_resume_refuses_a_changed_run_and_names_the_setting() -> dp_optim::Result<()
         noise_multiplier: 2.0,
         ..private(None)
     };
-    assert_eq!(refused(config(Some(sigma.clone())), &saved)?, "sigma");
+    assert_eq!(
+        refused(config(Some(sigma.clone())), &saved)?,
+        "noise-multiplier"
+    );
     let adam = TrainConfig {
         optimizer: Optimizer::Adam {
             lr: 0.01,
@@ -166,7 +169,7 @@ fn a_resume_refuses_a_changed_run_and_names_the_setting() -> dp_optim::Result<()
 
     // Asked for, σ may change: the ledger records each step's own σ.
     let mut new_sigma = engine_with(noise(), config(Some(sigma)), &data)?;
-    new_sigma.restore_allowing(&saved, &[RunField::Sigma])?;
+    new_sigma.restore_allowing(&saved, &[RunField::NoiseMultiplier])?;
     assert_eq!(new_sigma.steps(), 2);
     // The optimizer never may, even when asked.
     let mut adam = engine_with(noise(), config(Some(private(None))), &data)?;
@@ -226,7 +229,7 @@ fn the_budget_holds_across_a_resume_with_a_new_sigma() -> dp_optim::Result<()> {
     let spent = first.epsilon()?.expect("private");
     assert!(spent <= 3.0 && spent > 2.9, "{spent}");
     let mut resumed = engine_with(NoiseSource::seeded(6), budgeted(3.0), &data)?;
-    resumed.restore_allowing(&first.checkpoint()?, &[RunField::Sigma])?;
+    resumed.restore_allowing(&first.checkpoint()?, &[RunField::NoiseMultiplier])?;
     let mut extra = 0;
     loop {
         match resumed.step(&data) {

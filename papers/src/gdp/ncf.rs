@@ -14,10 +14,10 @@ use candle_core::Tensor;
 use dp_mechanisms::NoiseSource;
 
 use dp_models::data::Dataset;
-use dp_models::{Error, Result};
 use dp_models::loss::cross_entropy;
-use dp_models::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
 use dp_models::ClipRule;
+use dp_models::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
+use dp_models::{Error, Result};
 
 /// Widths of the NCF model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,10 +2,10 @@
 //! library's engine: non-private Adam and DP-SGD (Adam) with [`DpSgd`], sparse DP-SGD
 //! with [`SparseDpSgd`], all on the shared embedding as a private model on word pairs.
 
+use crate::wide::word2vec::SharedEmbedding;
 use anyhow::Result;
 use dp_accounting::{AccountantKind, DpEvent, OrderGrid, SamplingScheme};
 use dp_mechanisms::{Mechanism, NoiseSource};
-use crate::wide::word2vec::SharedEmbedding;
 use dp_optim::{
     Algorithm, Clipping, CoordinateSelection, DpSgd, GradientNormalisation, Optimizer,
     PrivacyConfig, PrivacyEngine, Sampler, SparseDpSgd, StepReport, TrainConfig,

@@ -6,12 +6,10 @@ use std::time::Instant;
 use anyhow::Result;
 use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 use dp_mechanisms::NoiseSource;
-use word2vec::{
-    Canary, CanaryRanker, CorpusConfig, PairSet, SharedEmbedding, Word2VecData,
-};
 use dp_optim::{Control, CoordinateSelection, EpochSummary, Observer, StepReport, Trainer};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use word2vec::{Canary, CanaryRanker, CorpusConfig, PairSet, SharedEmbedding, Word2VecData};
 
 use super::Profile;
 

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::WideMethod;
-use anyhow::{Context, Result};
-use dp_mechanisms::NoiseSource;
 use crate::wide::word2vec::{
     build_word2vec_data, insert_canaries, random_canaries, Canary, PairSet, Word2VecData,
 };
+use anyhow::{Context, Result};
+use dp_mechanisms::NoiseSource;
 
 use super::claims::claims;
 use super::{

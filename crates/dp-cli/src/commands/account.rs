@@ -2,12 +2,12 @@
 
 use anyhow::Result;
 
-use super::{check_delta, check_sigma, resolve_run};
+use super::{check_delta, check_noise_multiplier, resolve_run};
 use crate::args::AccountArgs;
 use crate::output::{number, render_reports, Row};
 
 pub fn run(args: &AccountArgs) -> Result<String> {
-    let sigma = check_sigma(args.sigma)?;
+    let sigma = check_noise_multiplier(args.noise_multiplier)?;
     let delta = check_delta(args.delta)?;
     let run = resolve_run(&args.run, true)?;
     let steps = run.steps.unwrap_or_default();
@@ -30,7 +30,7 @@ pub fn run(args: &AccountArgs) -> Result<String> {
         }
     }
     let header = format!(
-        "DP-SGD: sigma = {}, {steps} steps, delta = {delta:e}; {}",
+        "DP-SGD: noise_multiplier = {}, {steps} steps, delta = {delta:e}; {}",
         number(sigma),
         run.describe()
     );

@@ -6,17 +6,17 @@ use dp_mechanisms::NoiseSource;
 use dp_optim::audit::CanaryAudit;
 use dp_optim::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, Sampler, TrainConfig};
 
-use super::{check_delta, check_positive, check_sigma};
+use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::AuditArgs;
 use crate::output::{number, short};
 
 pub fn run(args: &AuditArgs) -> Result<String> {
-    check_sigma(args.sigma)?;
+    check_noise_multiplier(args.noise_multiplier)?;
     check_delta(args.delta)?;
     if !(args.q > 0.0 && args.q <= 1.0) {
         bail!("--q ({}) must be in (0, 1]", short(args.q));
     }
-    check_positive("--clip", args.clip)?;
+    check_positive("--max-grad-norm", args.max_grad_norm)?;
     check_positive("--lr", args.lr)?;
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         bail!(
@@ -45,8 +45,8 @@ pub fn run(args: &AuditArgs) -> Result<String> {
             sampling_rate: args.q,
         },
         privacy: Some(PrivacyConfig {
-            noise_multiplier: args.sigma,
-            max_grad_norm: args.clip,
+            noise_multiplier: args.noise_multiplier,
+            max_grad_norm: args.max_grad_norm,
             clipping: Clipping::Flat,
             delta: args.delta,
             target_epsilon: None,
@@ -68,7 +68,7 @@ pub fn run(args: &AuditArgs) -> Result<String> {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&report)?));
     }
     Ok(format!(
-        "one-run audit (Steinke, Nasr & Jagielski 2023): softmax regression on {} records + {} Dirac canaries ({} included), Poisson q = {}, sigma = {}, {} steps\n\
+        "one-run audit (Steinke, Nasr & Jagielski 2023): softmax regression on {} records + {} Dirac canaries ({} included), Poisson q = {}, noise_multiplier = {}, {} steps\n\
          claimed epsilon (rdp)     {}\n\
          audited lower bound       {}  ({} of {} guesses correct; holds with probability {})\n\
          delta                     {}\n",
@@ -76,7 +76,7 @@ pub fn run(args: &AuditArgs) -> Result<String> {
         audit.canaries,
         report.included,
         short(args.q),
-        short(args.sigma),
+        short(args.noise_multiplier),
         report.steps,
         number(report.claimed_epsilon),
         number(report.lower_bound),

@@ -4,7 +4,7 @@ use anyhow::{bail, Result};
 use dp_accounting::{calibrate_noise, calibrate_steps, CalibrationOptions};
 use serde_json::json;
 
-use super::{check_delta, check_positive, check_sigma, resolve_run};
+use super::{check_delta, check_noise_multiplier, check_positive, resolve_run};
 use crate::args::CalibrateArgs;
 
 pub fn run(args: &CalibrateArgs) -> Result<String> {
@@ -13,25 +13,25 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
     if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
         bail!("--tolerance ({}) must be finite and >= 0", args.tolerance);
     }
-    let run = resolve_run(&args.run, args.sigma.is_none())?;
+    let run = resolve_run(&args.run, args.noise_multiplier.is_none())?;
     let mut results = Vec::new();
     let mut text = String::new();
     for kind in &run.accountants {
         let make = || kind.build(run.relation(), &run.orders);
-        let result = if let Some(sigma) = args.sigma {
-            let sigma = check_sigma(sigma)?;
+        let result = if let Some(sigma) = args.noise_multiplier {
+            let sigma = check_noise_multiplier(sigma)?;
             if run.steps.is_some() {
-                bail!("with --sigma, calibrate solves for the steps: drop --steps/--epochs");
+                bail!("with --noise-multiplier, calibrate solves for the steps: drop --steps/--epochs");
             }
             let solved =
                 calibrate_steps(make, |t| run.event(sigma, t), args.target_epsilon, delta)?;
             text.push_str(&format!(
-                "{:<12} steps = {}  (epsilon = {:.6} at sigma = {sigma})\n",
+                "{:<12} steps = {}  (epsilon = {:.6} at noise_multiplier = {sigma})\n",
                 kind.name(),
                 solved.value,
                 solved.epsilon
             ));
-            json!({"accountant": kind.name(), "steps": solved.value, "sigma": sigma,
+            json!({"accountant": kind.name(), "steps": solved.value, "noise_multiplier": sigma,
                    "epsilon": solved.epsilon, "delta": delta})
         } else {
             let steps = run.steps.unwrap_or_default();
@@ -51,13 +51,13 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
                 options,
             )?;
             text.push_str(&format!(
-                "{:<12} sigma = {:.6}  (epsilon = {:.6} <= {} at {steps} steps)\n",
+                "{:<12} noise_multiplier = {:.6}  (epsilon = {:.6} <= {} at {steps} steps)\n",
                 kind.name(),
                 solved.value,
                 solved.epsilon,
                 args.target_epsilon
             ));
-            json!({"accountant": kind.name(), "sigma": solved.value, "steps": steps,
+            json!({"accountant": kind.name(), "noise_multiplier": solved.value, "steps": steps,
                    "epsilon": solved.epsilon, "delta": delta})
         };
         results.push(result);

@@ -66,8 +66,8 @@ pub fn check_delta(delta: f64) -> Result<f64> {
     Ok(delta)
 }
 
-pub fn check_sigma(sigma: f64) -> Result<f64> {
-    check_positive("--sigma", sigma)
+pub fn check_noise_multiplier(sigma: f64) -> Result<f64> {
+    check_positive("--noise-multiplier", sigma)
 }
 
 /// `value` of `flag` must be finite and > 0.

@@ -22,7 +22,7 @@ use dp_optim::{
 };
 use serde_json::json;
 
-use super::{check_delta, check_positive, check_sigma};
+use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::{
     AccountantChoice, ChangeableField, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice,
     OrdersChoice, TrainArgs, TrainSampling,
@@ -116,11 +116,11 @@ pub fn run(args: &TrainArgs) -> Result<String> {
 /// Flag checks that need no data, each naming its flag.
 fn check_args(args: &TrainArgs) -> Result<()> {
     check_positive("--epochs", args.epochs)?;
-    check_positive("--clip", args.clip)?;
+    check_positive("--max-grad-norm", args.max_grad_norm)?;
     check_positive("--lr", args.lr)?;
     check_delta(args.delta)?;
-    if let Some(s) = args.sigma {
-        check_sigma(s)?;
+    if let Some(s) = args.noise_multiplier {
+        check_noise_multiplier(s)?;
     }
     if let Some(e) = args.target_epsilon {
         check_positive("--target-epsilon", e)?;
@@ -160,8 +160,8 @@ fn allowed(fields: &[ChangeableField]) -> Vec<RunField> {
         .iter()
         .map(|f| match f {
             ChangeableField::Lr => RunField::Lr,
-            ChangeableField::Sigma => RunField::Sigma,
-            ChangeableField::Clip => RunField::Clip,
+            ChangeableField::NoiseMultiplier => RunField::NoiseMultiplier,
+            ChangeableField::MaxGradNorm => RunField::MaxGradNorm,
             ChangeableField::TargetEpsilon => RunField::TargetEpsilon,
         })
         .collect()
@@ -218,7 +218,7 @@ fn privacy(
         OrdersChoice::Tf => OrderGrid::TfLegacy,
         OrdersChoice::Int2To64 => OrderGrid::Int2To64,
     };
-    let sigma = match (args.sigma, args.target_epsilon) {
+    let sigma = match (args.noise_multiplier, args.target_epsilon) {
         (Some(s), _) => s,
         (None, Some(target)) => {
             let scheme = sampler.scheme(n);
@@ -230,17 +230,17 @@ fn privacy(
             };
             let solved = calibrate_noise(make, event, target, args.delta, options)?;
             diag(&format!(
-                "calibrated sigma = {:.4} for epsilon {} over {total_steps} steps",
+                "calibrated noise_multiplier = {:.4} for epsilon {} over {total_steps} steps",
                 solved.value,
                 short(target)
             ));
             solved.value
         }
-        (None, None) => bail!("give --sigma, --target-epsilon, or --no-dp"),
+        (None, None) => bail!("give --noise-multiplier, --target-epsilon, or --no-dp"),
     };
     Ok(Some(PrivacyConfig {
         noise_multiplier: sigma,
-        max_grad_norm: args.clip,
+        max_grad_norm: args.max_grad_norm,
         clipping: match args.clipping {
             ClippingChoice::Flat => Clipping::Flat,
             ClippingChoice::PerLayer => Clipping::PerLayer,

@@ -4,10 +4,10 @@
 
 use sha2::{Digest, Sha256};
 
-use dp_models::{Error, Result};
-use dp_models::{ClippedGradient, PrivateModel, SparsePrivateModel};
-use dp_models::TrainingData;
 use dp_models::ClipRule;
+use dp_models::TrainingData;
+use dp_models::{ClippedGradient, PrivateModel, SparsePrivateModel};
+use dp_models::{Error, Result};
 
 use super::corpus::PairSet;
 use super::embedding::{SharedEmbedding, SparseGradient};
