@@ -177,7 +177,10 @@ fn the_engine_refuses_uncovered_selections_and_releases() -> dp_optim::Result<()
     let scores = e.clipped_sum_with(&data, &batch, first)?;
     assert!(matches!(
         e.select_coordinates(&mut plain, &scores, &selector),
-        Err(Error::InvalidConfig(_))
+        Err(Error::InvalidSetting {
+            name: "selector",
+            ..
+        })
     ));
     let mut charge = e.begin_step_with(&data, selector.event())?;
     let wide = e.clipped_sum_with(&data, &batch, ClipRule::Flat { max_norm: 2.0 * S1 })?;

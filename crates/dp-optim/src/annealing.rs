@@ -341,14 +341,18 @@ impl<'a> SaDpsgd<'a> {
                 mean_energy(engine.model(), data, Some(&fresh))
             }
             EnergySource::Public => {
-                let public = self.public.ok_or_else(|| {
-                    Error::InvalidConfig("public energy needs a public dataset".into())
+                let public = self.public.ok_or_else(|| Error::InvalidSetting {
+                    name: "energy",
+                    value: "public".into(),
+                    reason: "public energy needs a public dataset".into(),
                 })?;
                 mean_energy(engine.model(), public, None)
             }
-            EnergySource::Privatised { .. } => Err(Error::InvalidConfig(
-                "the privatised test has no energy of its own".into(),
-            )),
+            EnergySource::Privatised { .. } => Err(Error::InvalidSetting {
+                name: "energy",
+                value: "privatised".into(),
+                reason: "the privatised test has no energy of its own".into(),
+            }),
         }
     }
 
@@ -455,9 +459,11 @@ pub fn annealed_accounting(
         Ok(a.epsilon(delta)?)
     };
     if !matches!(sampler, Sampler::Poisson { .. }) {
-        return Err(Error::InvalidConfig(
-            "SA-DPSGD's accounting is stated for Poisson sampling".into(),
-        ));
+        return Err(Error::InvalidSetting {
+            name: "sampler",
+            value: format!("{sampler:?}"),
+            reason: "SA-DPSGD's accounting is stated for Poisson sampling".into(),
+        });
     }
     Ok(AnnealedAccounting {
         paper_epsilon: epsilon(state.accepted, 0)?,

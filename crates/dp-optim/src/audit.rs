@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::TrainConfig;
 use crate::engine::PrivacyEngine;
 use crate::error::{Error, Result};
+use crate::validate;
 
 /// The audit's design: the data around the canaries, the canaries and the guesses.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,15 +87,24 @@ struct CanaryData {
 
 impl CanaryAudit {
     fn check(&self) -> Result<()> {
-        let bad = |what: &str| Err(Error::InvalidConfig(format!("audit: {what}")));
-        if self.records == 0 || self.features == 0 || self.classes < 2 || self.canaries == 0 {
-            return bad("records, features and canaries must be >= 1, classes >= 2");
+        validate::at_least_one("records", self.records)?;
+        validate::at_least_one("features", self.features)?;
+        validate::at_least_one("canaries", self.canaries)?;
+        validate::at_least_one("guesses", self.guesses)?;
+        validate::positive("scale", f64::from(self.scale))?;
+        if self.classes < 2 {
+            return Err(Error::InvalidParameter {
+                name: "classes",
+                value: self.classes as f64,
+                reason: "must be >= 2",
+            });
         }
-        if self.guesses == 0 || self.guesses > self.canaries {
-            return bad("guesses must be in 1..=canaries");
-        }
-        if !(self.scale.is_finite() && self.scale > 0.0) {
-            return bad("the canary scale must be finite and > 0");
+        if self.guesses > self.canaries {
+            return Err(Error::InvalidParameter {
+                name: "guesses",
+                value: self.guesses as f64,
+                reason: "must be at most the number of canaries",
+            });
         }
         Ok(())
     }
@@ -217,9 +227,10 @@ impl CanaryAudit {
         prepare: impl FnOnce(&mut PrivacyEngine) -> Result<()>,
     ) -> Result<AuditReport> {
         self.check()?;
-        let privacy = config.privacy.clone().ok_or_else(|| {
-            Error::InvalidConfig("audit: a non-private run claims no epsilon to audit".into())
-        })?;
+        let privacy = config
+            .privacy
+            .clone()
+            .ok_or_else(|| Error::NotPrivate { operation: "audit" })?;
         let canaries = self.dataset(&mut noise);
         let model = self.model(&mut noise)?;
         let before = self.canary_logits(&model)?;

@@ -146,19 +146,20 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     pub fn set_noise_multiplier(&mut self, noise_multiplier: f64) -> Result<()> {
         validate::positive("noise_multiplier", noise_multiplier)?;
         match &mut self.config.privacy {
-            None => Err(Error::InvalidConfig(
-                "a non-private run has no noise multiplier to change".into(),
-            )),
+            None => Err(Error::NotPrivate {
+                operation: "set_noise_multiplier",
+            }),
             Some(_)
                 if matches!(self.config.sampler, Sampler::Shuffle { .. })
                     && !self.steps.is_multiple_of(
                         self.config.sampler.steps_per_epoch(self.dataset_size) as u64,
                     ) =>
             {
-                Err(Error::InvalidConfig(
-                    "the noise multiplier of a shuffled run can only change at an epoch boundary"
-                        .into(),
-                ))
+                Err(Error::InvalidParameter {
+                    name: "noise_multiplier",
+                    value: noise_multiplier,
+                    reason: "of a shuffled run can only change at an epoch boundary",
+                })
             }
             Some(p) => {
                 p.noise_multiplier = noise_multiplier;
@@ -219,11 +220,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// digest against the checkpoint's.
     fn check_data(&mut self, data: &M::Data) -> Result<()> {
         if data.len() != self.dataset_size {
-            return Err(Error::InvalidConfig(format!(
-                "the engine was built for {} records, got {}",
-                self.dataset_size,
-                data.len()
-            )));
+            return Err(Error::DatasetSize {
+                expected: self.dataset_size,
+                got: data.len(),
+            });
         }
         let address = data as *const M::Data as *const () as usize;
         if let Some(seen) = &self.data_seen {

@@ -16,9 +16,35 @@ pub enum Error {
         /// What the value must satisfy.
         reason: &'static str,
     },
-    /// A setting or a call that does not fit the run (not a single number out of range).
-    #[error("{0}")]
-    InvalidConfig(String),
+    /// A setting that does not fit the run or the data (not a number out of its domain:
+    /// a combination, a choice, a size).
+    #[error("{name} = {value}: {reason}")]
+    InvalidSetting {
+        /// The setting's name, as the API spells it.
+        name: &'static str,
+        /// Its value, as text.
+        value: String,
+        /// Why it does not fit.
+        reason: String,
+    },
+    /// An operation that needs a ledger (a charge, a private release, a change of σ) was
+    /// asked of a non-private run.
+    #[error("{operation} needs a private run; this one is non-private (no ledger)")]
+    NotPrivate {
+        /// The operation refused.
+        operation: &'static str,
+    },
+    /// The data has another number of records than the engine was built for.
+    #[error("the engine was built for {expected} records, got {got}")]
+    DatasetSize {
+        /// The engine's `dataset_size`.
+        expected: usize,
+        /// The data's record count.
+        got: usize,
+    },
+    /// An algorithm's step took no engine step, so the training loop could not end.
+    #[error("the algorithm's step took no engine step: the loop could not end")]
+    StepNotTaken,
     /// The step would take ε past the budget: training stops before it.
     #[error("privacy budget reached: one more step would make epsilon {epsilon} > {budget} at delta {delta}")]
     BudgetExhausted {

@@ -22,11 +22,14 @@ pub(crate) fn for_each_logit_batch<M: Classifier>(
         let x = Tensor::from_slice(xs, (ys.len(), size), &Device::Cpu)?;
         let logits = model.logits(&x)?;
         if logits.len() != ys.len() * data.classes {
-            return Err(Error::InvalidConfig(format!(
-                "the model gives {} logits per record, the data has {} classes",
-                logits.len() / ys.len().max(1),
-                data.classes
-            )));
+            return Err(Error::InvalidSetting {
+                name: "classes",
+                value: data.classes.to_string(),
+                reason: format!(
+                    "the model gives {} logits per record",
+                    logits.len() / ys.len().max(1)
+                ),
+            });
         }
         visit(&logits, ys);
     }

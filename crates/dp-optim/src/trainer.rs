@@ -172,9 +172,7 @@ impl Trainer<'_> {
                 Err(e) => return Err(e),
             };
             if engine.steps() == before {
-                return Err(Error::InvalidConfig(
-                    "the algorithm's step took no engine step: the loop could not end".into(),
-                ));
+                return Err(Error::StepNotTaken);
             }
             if report.mean_loss.is_finite() {
                 loss_sum += report.mean_loss;

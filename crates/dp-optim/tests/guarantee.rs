@@ -389,7 +389,10 @@ fn bad_data_is_an_error_naming_the_record() -> dp_optim::Result<()> {
     };
     assert!(matches!(
         e.accuracy(&three_classes),
-        Err(Error::InvalidConfig(_))
+        Err(Error::InvalidSetting {
+            name: "classes",
+            ..
+        })
     ));
     Ok(())
 }
@@ -403,8 +406,12 @@ fn an_asymptotic_accountant_cannot_enforce_a_budget() -> dp_optim::Result<()> {
         ..private(Some(3.0))
     };
     match engine_with(NoiseSource::seeded(1), config(Some(gdp.clone())), &data) {
-        Err(Error::InvalidConfig(why)) => assert!(why.contains("asymptotic"), "{why}"),
-        Err(other) => panic!("expected InvalidConfig, got {other:?}"),
+        Err(Error::InvalidSetting {
+            name: "accountant",
+            reason,
+            ..
+        }) => assert!(reason.contains("asymptotic"), "{reason}"),
+        Err(other) => panic!("expected InvalidSetting, got {other:?}"),
         Ok(_) => panic!("a GDP engine enforced a budget"),
     }
     let report_only = PrivacyConfig {

@@ -152,6 +152,6 @@ fn an_algorithm_that_takes_no_step_is_an_error() -> dp_optim::Result<()> {
         schedule: None,
     };
     let result = trainer.fit(&mut e, &mut Idle, &data, &mut ());
-    assert!(matches!(result, Err(Error::InvalidConfig(_))));
+    assert!(matches!(result, Err(Error::StepNotTaken)));
     Ok(())
 }

@@ -158,13 +158,13 @@ fn corpus_config(sizes: CorpusSizes) -> CorpusConfig {
 /// ε of `steps` steps at δ: RDP with classic conversion over dp_accounting's orders
 /// (fractional ones from 1.1: at σ = 0.32 and q ≈ 1e-4 the best order is below 2, where
 /// the integer grid 2..=64 would report 42.7 instead of 26.8).
-fn run_epsilon(event: &DpEvent, steps: u64, delta: f64) -> Result<f64> {
+fn run_epsilon(event: &DpEvent, steps: u64, delta: f64) -> dp_accounting::Result<f64> {
     let mut a = AccountantKind::RdpClassic.build(
         NeighbouringRelation::AddOrRemoveOne,
         &OrderGrid::DpAccounting,
     )?;
     a.compose(event, steps)?;
-    Ok(a.epsilon(delta)?)
+    a.epsilon(delta)
 }
 
 /// The largest per-step selection ε (≤ the configured one) whose run meets `target`.
@@ -204,7 +204,7 @@ fn calibrate_selection(
         CoordinateSelection::ExponentialTopK { epsilon }
         | CoordinateSelection::SparseVector { epsilon, .. } => epsilon,
     };
-    let total = |eps: f64| -> Result<f64> { run_epsilon(&event_of(with(eps))?, steps, delta) };
+    let total = |eps: f64| -> Result<f64> { Ok(run_epsilon(&event_of(with(eps))?, steps, delta)?) };
     if total(upper)? <= target {
         return Ok(with(upper));
     }
@@ -361,7 +361,7 @@ impl Observer<SharedEmbedding, WideAlgorithm> for EpochRecorder<'_> {
         _: &WideAlgorithm,
         epoch: &EpochSummary,
     ) -> dp_optim::Result<Control> {
-        let record = || -> Result<WideEpoch> {
+        let record = || -> dp_optim::Result<WideEpoch> {
             Ok(WideEpoch {
                 epoch: self.records.len() as u32 + 1,
                 steps: epoch.steps,
@@ -374,7 +374,7 @@ impl Observer<SharedEmbedding, WideAlgorithm> for EpochRecorder<'_> {
                 wall_s: self.started.elapsed().as_secs_f64(),
             })
         };
-        let record = record().map_err(|e| dp_optim::Error::InvalidConfig(e.to_string()))?;
+        let record = record()?;
         self.records.push(record);
         Ok(Control::Continue)
     }

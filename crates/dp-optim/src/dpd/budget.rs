@@ -192,16 +192,19 @@ impl DpdBudget {
         let mut hi = if capped { cap } else { 1.0 };
         while total(hi)? <= self.epsilon_total {
             if hi >= cap {
-                return Err(Error::InvalidConfig(format!(
-                    "epsilon_total {} needs a per-iteration epsilon above {hi:.3}, outside the domain \
-                     of the {} (use the tight amplification and the analytic Gaussian)",
-                    self.epsilon_total,
-                    if self.amplification == Amplification::Loose {
-                        "loose amplification bound (eps <= 1)"
-                    } else {
-                        "classic Gaussian bound (Dwork & Roth Thm A.1, eps < 1)"
-                    }
-                )));
+                return Err(Error::InvalidSetting {
+                    name: "epsilon_total",
+                    value: self.epsilon_total.to_string(),
+                    reason: format!(
+                        "needs a per-iteration epsilon above {hi:.3}, outside the domain of \
+                         the {} (use the tight amplification and the analytic Gaussian)",
+                        if self.amplification == Amplification::Loose {
+                            "loose amplification bound (eps <= 1)"
+                        } else {
+                            "classic Gaussian bound (Dwork & Roth Thm A.1, eps < 1)"
+                        }
+                    ),
+                });
             }
             hi = (2.0 * hi).min(cap);
         }
@@ -218,10 +221,11 @@ impl DpdBudget {
             }
         }
         if lo == 0.0 {
-            return Err(Error::InvalidConfig(format!(
-                "epsilon_total {} is too small for {} iterations",
-                self.epsilon_total, self.steps
-            )));
+            return Err(Error::InvalidSetting {
+                name: "epsilon_total",
+                value: self.epsilon_total.to_string(),
+                reason: format!("too small for {} iterations", self.steps),
+            });
         }
         Ok(DpdCalibration {
             epsilon_iter: lo,

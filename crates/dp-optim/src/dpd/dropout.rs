@@ -43,14 +43,19 @@ pub fn implied_dropout_rates(
     layers
         .iter()
         .map(|range| {
-            let weights = theta.get(range.clone()).ok_or_else(|| {
-                Error::InvalidConfig(format!(
-                    "layer range {range:?} exceeds θ's {} entries",
-                    theta.len()
-                ))
-            })?;
+            let weights = theta
+                .get(range.clone())
+                .ok_or_else(|| Error::InvalidSetting {
+                    name: "layers",
+                    value: format!("{range:?}"),
+                    reason: format!("exceeds θ's {} entries", theta.len()),
+                })?;
             if weights.is_empty() {
-                return Err(Error::InvalidConfig("an empty layer has no rates".into()));
+                return Err(Error::InvalidSetting {
+                    name: "layers",
+                    value: format!("{range:?}"),
+                    reason: "an empty layer has no rates".into(),
+                });
             }
             let mut clamped = 0;
             let mut alphas: Vec<f64> = weights
@@ -92,9 +97,11 @@ impl PredictiveAverage {
         if self.iterates == 0 {
             self.probabilities = vec![0.0; size];
         } else if self.probabilities.len() != size {
-            return Err(Error::InvalidConfig(
-                "the predictive average was started on another dataset".into(),
-            ));
+            return Err(Error::InvalidSetting {
+                name: "data",
+                value: format!("{size} probabilities"),
+                reason: "the predictive average was started on another dataset".into(),
+            });
         }
         let mut offset = 0;
         let probabilities = &mut self.probabilities;
@@ -157,10 +164,13 @@ pub struct GaussianDropout {
 impl<M: Classifier> Algorithm<M> for GaussianDropout {
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
         if engine.config().privacy.is_some() {
-            return Err(Error::InvalidConfig(
-                "Gaussian weight dropout is a non-private baseline; use a non-private engine"
+            return Err(Error::InvalidSetting {
+                name: "privacy",
+                value: "private".into(),
+                reason: "Gaussian weight dropout is a non-private baseline; use a \
+                         non-private engine"
                     .into(),
-            ));
+            });
         }
         let alpha = validate::non_negative("alpha", self.alpha)?;
         let theta = engine.model().parameters()?;

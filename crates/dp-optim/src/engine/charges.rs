@@ -58,11 +58,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let mut probe = accountant.boxed_clone();
         probe.compose(&step, 1)?;
         if probe.guarantee() == Guarantee::Asymptotic {
-            return Err(Error::InvalidConfig(format!(
-                "the {} accountant's epsilon is asymptotic and may be below the true \
-                 value: it can report but not enforce a budget (enforce with rdp or pld)",
-                p.accountant.name()
-            )));
+            return Err(Error::InvalidSetting {
+                name: "accountant",
+                value: p.accountant.name().into(),
+                reason: "its epsilon is asymptotic and may be below the true value: it can \
+                         report but not enforce a budget (enforce with rdp or pld)"
+                    .into(),
+            });
         }
         let make = || p.accountant.build(relation, &p.orders);
         let run = |t| scheme.run_event(event.clone(), t);
@@ -93,9 +95,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 let reservation = filter.reserve(event, 1).map_err(budget_error)?;
                 Ok(filter.commit(reservation)?)
             }
-            None => Err(Error::InvalidConfig(
-                "a private test in a non-private run has no ledger to charge".into(),
-            )),
+            None => Err(Error::NotPrivate {
+                operation: "charge",
+            }),
         }
     }
 }

@@ -23,11 +23,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         selector: &CoordinateSelector,
     ) -> Result<Vec<usize>> {
         if charge.also.as_ref() != Some(&selector.event()) {
-            return Err(Error::InvalidConfig(
-                "the step's charge does not cover this selection: begin it with the \
-                 selector's event"
+            return Err(Error::InvalidSetting {
+                name: "selector",
+                value: format!("{:?}", selector.event()),
+                reason: "the step's charge does not cover this selection: begin the step \
+                         with the selector's event"
                     .into(),
-            ));
+            });
         }
         let scheme = self.config.sampler.scheme(self.dataset_size);
         // ‖clip(g)‖₂ ≤ bound bounds every coordinate of one example's contribution.

@@ -109,10 +109,19 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// read the one sampled batch. Refused under shuffling (whose epoch charge covers the
     /// Gaussian only) and for non-private runs.
     pub fn begin_step_with(&mut self, data: &M::Data, also: DpEvent) -> Result<StepCharge> {
-        if self.config.privacy.is_none() || matches!(self.config.sampler, Sampler::Shuffle { .. }) {
-            return Err(Error::InvalidConfig(
-                "a joint step needs a private run with Poisson or fixed-size sampling".into(),
-            ));
+        if self.config.privacy.is_none() {
+            return Err(Error::NotPrivate {
+                operation: "begin_step_with",
+            });
+        }
+        if matches!(self.config.sampler, Sampler::Shuffle { .. }) {
+            return Err(Error::InvalidSetting {
+                name: "sampler",
+                value: "shuffle".into(),
+                reason: "a joint step needs Poisson or fixed-size sampling (a shuffled \
+                         epoch's charge covers the Gaussian only)"
+                    .into(),
+            });
         }
         self.begin_charge(data, Some(also))
     }
