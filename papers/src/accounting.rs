@@ -11,7 +11,7 @@ use dp_optim::gdp::{authors_orders, moments_accountant_epsilon};
 use serde::Serialize;
 
 use super::compare;
-use super::config::{AccountingRow, Published, TableConfig};
+use super::config::{AccountingRow, Published, TableHeading};
 use super::plot::{line_plot, Series};
 use super::report::{fmt, RunHeader, TableReport};
 
@@ -103,7 +103,7 @@ pub fn row_readings(row: &AccountingRow) -> Result<Vec<(f64, Readings)>> {
 /// The report of an accounting table: every row's readings against the paper's values.
 pub fn accounting_report(
     paper: &str,
-    table: &TableConfig,
+    table: &TableHeading,
     rows: &[AccountingRow],
     published: &Published,
     out: &Path,

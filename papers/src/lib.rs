@@ -21,6 +21,7 @@ mod page_numbers;
 mod plot;
 mod report;
 mod summary;
+mod table;
 mod training;
 mod training_table;
 pub mod wide;
@@ -33,8 +34,9 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use config::{load_paper, Experiment, Published, TableConfig};
+use config::Published;
 use report::{fmt, mean_sd, status, Comparison, RunHeader, TableReport};
+use table::{load_paper, Experiment, TableConfig};
 use training::RunResult;
 
 /// Options of `cargo xtask reproduce`.
@@ -198,7 +200,7 @@ fn list() -> Result<()> {
                 for table in load_paper(id)?.0 {
                     println!(
                         "    {:<12} table {}: {}",
-                        table.id, table.number, table.title
+                        table.heading.id, table.heading.number, table.heading.title
                     );
                 }
             }
@@ -240,12 +242,12 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (tables, published) = load_paper(paper)?;
     if let Some(only) = &args.only {
-        let Some(table) = tables.iter().find(|t| &t.id == only) else {
+        let Some(table) = tables.iter().find(|t| &t.heading.id == only) else {
             bail!(
                 "{paper} has no table {only:?}; its tables: {}",
                 tables
                     .iter()
-                    .map(|t| t.id.as_str())
+                    .map(|t| t.heading.id.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -279,7 +281,7 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
     );
     for table in tables
         .iter()
-        .filter(|t| args.only.as_ref().is_none_or(|o| &t.id == o))
+        .filter(|t| args.only.as_ref().is_none_or(|o| &t.heading.id == o))
     {
         let started = Instant::now();
         let started_at = utc_now();
@@ -294,17 +296,18 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
             runs_wall_s: None,
             run_commits: vec![],
         };
-        println!("\nTable {}: {}", table.number, table.title);
+        println!("\nTable {}: {}", table.heading.number, table.heading.title);
+        let heading = &table.heading;
         let report = match &table.experiment {
             Experiment::Accounting { rows } => {
-                accounting::accounting_report(paper, table, rows, &published, &out, header)?
+                accounting::accounting_report(paper, heading, rows, &published, &out, header)?
             }
-            Experiment::DpdAccounting(c) => dpd::accounting_report(paper, table, c, header)?,
-            Experiment::Wide(w) => wide::wide_report(paper, table, w, &out, args, header)?,
+            Experiment::DpdAccounting(c) => dpd::accounting_report(paper, heading, c, header)?,
+            Experiment::Wide(w) => wide::wide_report(paper, heading, w, &out, args, header)?,
             Experiment::Training(t) => {
                 let cx = training_table::TableContext {
                     paper,
-                    table,
+                    table: heading,
                     training: t,
                     published: &published,
                     out: &out,
@@ -368,13 +371,13 @@ fn write_index(out: &Path, published: &Published, tables: &[TableConfig]) -> Res
     );
     for table in tables {
         let report: Option<serde_json::Value> =
-            std::fs::read_to_string(out.join(format!("{}.json", table.id)))
+            std::fs::read_to_string(out.join(format!("{}.json", table.heading.id)))
                 .ok()
                 .and_then(|t| serde_json::from_str(&t).ok());
         let Some(r) = report else {
             text.push_str(&format!(
                 "| {} | {} | not run yet | — | — |\n",
-                table.number, table.title
+                table.heading.number, table.heading.title
             ));
             continue;
         };
@@ -391,9 +394,9 @@ fn write_index(out: &Path, published: &Published, tables: &[TableConfig]) -> Res
             .unwrap_or(f64::NAN);
         text.push_str(&format!(
             "| [{}]({}.md) | {} | {}, {} seed(s) | {} | {:.0} |\n",
-            table.number,
-            table.id,
-            table.title,
+            table.heading.number,
+            table.heading.id,
+            table.heading.title,
             header["profile"].as_str().unwrap_or("?"),
             header["seeds"].as_array().map_or(0, Vec::len),
             if counts.is_empty() {
@@ -461,7 +464,7 @@ mod tests {
             }
             let (tables, published) = load_paper(paper)?;
             assert!(!tables.is_empty());
-            let mut ids: Vec<&str> = tables.iter().map(|t| t.id.as_str()).collect();
+            let mut ids: Vec<&str> = tables.iter().map(|t| t.heading.id.as_str()).collect();
             ids.dedup();
             assert_eq!(ids.len(), tables.len());
             for v in &published.values {
@@ -490,7 +493,11 @@ mod tests {
                         assert!(labels.contains(&c.better.as_str()));
                         assert!(labels.contains(&c.worse.as_str()));
                     }
-                    for v in published.values.iter().filter(|v| v.table == table.id) {
+                    for v in published
+                        .values
+                        .iter()
+                        .filter(|v| v.table == table.heading.id)
+                    {
                         assert!(labels.contains(&v.row.as_str()), "{v:?}");
                     }
                 }
@@ -543,7 +550,10 @@ mod tests {
     #[test]
     fn run_keys_change_with_anything_that_changes_the_run() -> Result<()> {
         let (tables, _) = load_paper("gdp")?;
-        let table = tables.iter().find(|t| t.id == "adult").expect("adult");
+        let table = tables
+            .iter()
+            .find(|t| t.heading.id == "adult")
+            .expect("adult");
         let Experiment::Training(t) = &table.experiment else {
             panic!("adult trains");
         };
@@ -571,7 +581,12 @@ mod tests {
     fn the_same_training_in_two_tables_has_one_key() -> Result<()> {
         let (tables, _) = load_paper("sa-dpsgd")?;
         let training = |id: &str| -> &TrainingTable {
-            match &tables.iter().find(|t| t.id == id).expect(id).experiment {
+            match &tables
+                .iter()
+                .find(|t| t.heading.id == id)
+                .expect(id)
+                .experiment
+            {
                 Experiment::Training(t) => t,
                 _ => panic!("{id} trains"),
             }

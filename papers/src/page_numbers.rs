@@ -239,7 +239,7 @@ mod tests {
                 .with_context(|| format!("reading {}", page_path.display()))?;
             let references = reference_values(
                 &root.join(format!("../docs/reproduction/{paper}")),
-                &crate::config::paper_dir(paper),
+                &crate::table::paper_dir(paper),
             )?;
             let (quoted, allowed) = quoted_numbers(&page);
             assert!(quoted.len() > 10, "{paper}: too few numbers found to check");

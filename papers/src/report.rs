@@ -165,7 +165,7 @@ impl TableReport {
     /// A report of `table` with its rows and nothing else yet.
     pub fn for_table(
         paper: &str,
-        table: &super::config::TableConfig,
+        table: &super::config::TableHeading,
         header: RunHeader,
         columns: Vec<String>,
         rows: Vec<Vec<String>>,

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::config::load_paper;
+use super::table::load_paper;
 use super::PAPERS;
 
 /// Per-paper explanation pages, relative to the summary page's directory.
@@ -32,7 +32,7 @@ pub fn reproduction_page(root: &Path, link_base: &str) -> Result<String> {
         text_titles.push(format!("- **{paper}**: {title}"));
         let (tables, _) = load_paper(paper)?;
         for table in tables {
-            let path = root.join(paper).join(format!("{}.json", table.id));
+            let path = root.join(paper).join(format!("{}.json", table.heading.id));
             let Some(report) = std::fs::read_to_string(&path)
                 .ok()
                 .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -40,9 +40,9 @@ pub fn reproduction_page(root: &Path, link_base: &str) -> Result<String> {
                 text.push_str(&format!(
                     "| [{paper}]({}) | {} {}: {} | not run | — | — | — |\n",
                     paper_page(paper),
-                    table.number,
-                    table.id,
-                    table.title
+                    table.heading.number,
+                    table.heading.id,
+                    table.heading.title
                 ));
                 continue;
             };
@@ -74,9 +74,9 @@ pub fn reproduction_page(root: &Path, link_base: &str) -> Result<String> {
             text.push_str(&format!(
                 "| [{paper}]({}) | [{} {}]({link_base}/{paper}/{}.md) | {}, {} | {} | {} | {:.0} |\n",
                 paper_page(paper),
-                table.number,
-                table.title.replace('|', "/"),
-                table.id,
+                table.heading.number,
+                table.heading.title.replace('|', "/"),
+                table.heading.id,
                 header["profile"].as_str().unwrap_or("?"),
                 header["seeds"].as_array().map_or(0, Vec::len),
                 counts

@@ -9,7 +9,7 @@ use dp_optim::dpd::{DpdBudget, DpdComposition, GaussianCalibration};
 use serde::{Deserialize, Serialize};
 
 use super::accounting::pld_epsilon;
-use super::config::TableConfig;
+use super::config::TableHeading;
 use super::report::{fmt, RunHeader, TableReport};
 
 /// The settings of the DPD accounting table.
@@ -104,7 +104,7 @@ const COLUMNS: [&str; 10] = [
 /// The table.
 pub fn accounting_report(
     paper: &str,
-    table: &TableConfig,
+    table: &TableHeading,
     config: &DpdAccountingConfig,
     header: impl Fn(f64) -> RunHeader,
 ) -> Result<TableReport> {
@@ -273,13 +273,12 @@ fn findings(data: &[Reading], zcdp_wins: (usize, usize)) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn table(config: &DpdAccountingConfig) -> TableConfig {
-        TableConfig {
+    fn table() -> TableHeading {
+        TableHeading {
             number: 1,
             id: "accounting".into(),
             title: "t".into(),
             caption: "c".into(),
-            experiment: super::super::config::Experiment::DpdAccounting(Box::new(config.clone())),
         }
     }
 
@@ -323,7 +322,7 @@ mod tests {
                 },
             ],
         };
-        let report = accounting_report("dpd", &table(&config), &config, header)?;
+        let report = accounting_report("dpd", &table(), &config, header)?;
         let cells: Vec<serde_json::Value> = serde_json::from_value(report.data.clone())?;
         assert_eq!(cells.len(), 4);
         // ε_tot = 2: both calibrate; ε_tot = 8: the paper's reading needs ε_iter > 1.

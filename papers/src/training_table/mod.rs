@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::config::{self, Published, TableConfig, TrainingTable};
+use super::config::{self, Published, TableHeading, TrainingTable};
 use super::report::{RunHeader, TableReport};
 use super::training::{load_data, RunResult};
 use super::ReproduceArgs;
@@ -24,7 +24,7 @@ pub struct TableContext<'a> {
     /// The paper's id.
     pub paper: &'a str,
     /// The table's config.
-    pub table: &'a TableConfig,
+    pub table: &'a TableHeading,
     /// The table's training settings.
     pub training: &'a TrainingTable,
     /// The paper's published values.

@@ -17,7 +17,7 @@ use super::{
     corpus_config, key, method_text, run_epsilon, train_one, CorpusSizes, WideEpoch, WideResult,
     WideTable,
 };
-use crate::config::TableConfig;
+use crate::config::TableHeading;
 use crate::plot::{line_plot, Series};
 use crate::report::{fmt, Comparison, RunHeader, Status, TableReport};
 use crate::training::write_atomically;
@@ -29,7 +29,7 @@ type Detail = (String, Vec<String>, Vec<Vec<String>>);
 /// Runs (or reuses) every method and writes the report.
 pub fn wide_report(
     paper: &str,
-    table_config: &TableConfig,
+    table_config: &TableHeading,
     table: &WideTable,
     out: &Path,
     args: &ReproduceArgs,
@@ -152,7 +152,7 @@ fn columns(table: &WideTable) -> Vec<String> {
 /// The report when the Brown corpus is not on this machine.
 fn not_present(
     paper: &str,
-    table_config: &TableConfig,
+    table_config: &TableHeading,
     table: &WideTable,
     why: &str,
     header: RunHeader,
