@@ -47,14 +47,17 @@ impl Run {
     }
 
     pub fn describe(&self) -> String {
+        let q = number(self.sampling_rate);
         match self.scheme {
-            SamplingScheme::FixedSize { dataset_size, batch_size } => format!(
-                "batches of {batch_size} of {dataset_size} without replacement (q = {}), replace-one neighbours (sensitivity 2C: event noise multiplier sigma/2)",
-                number(self.sampling_rate)
-            ),
-            _ => {
-                format!("Poisson sampling q = {}, add-or-remove-one neighbours", number(self.sampling_rate))
+            SamplingScheme::Poisson { .. } => {
+                format!("Poisson sampling q = {q}, add-or-remove-one neighbours")
             }
+            SamplingScheme::FixedSize { dataset_size, batch_size } => format!(
+                "batches of {batch_size} of {dataset_size} without replacement (q = {q}), replace-one neighbours (sensitivity 2C: the event's noise_multiplier is half the flag's)"
+            ),
+            SamplingScheme::Shuffle { dataset_size, batch_size } => format!(
+                "shuffled epochs of batches of {batch_size} of {dataset_size} (q = {q}), add-or-remove-one neighbours, each epoch charged once as the unamplified Gaussian"
+            ),
         }
     }
 }
