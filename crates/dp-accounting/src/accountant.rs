@@ -94,10 +94,13 @@ pub(crate) fn unsupported(accountant: &'static str, event: &DpEvent, reason: &st
 
 /// Validates a target δ (must be in (0, 1)).
 pub(crate) fn check_target_delta(target_delta: f64) -> Result<f64> {
-    crate::error::require_open_unit("target_delta", target_delta)
+    Ok(crate::validate::open_unit("target_delta", target_delta)?)
 }
 
 /// Validates a target ε (finite, ≥ 0).
 pub(crate) fn check_target_epsilon(target_epsilon: f64) -> Result<f64> {
-    crate::error::require_non_negative("target_epsilon", target_epsilon)
+    Ok(crate::validate::non_negative(
+        "target_epsilon",
+        target_epsilon,
+    )?)
 }

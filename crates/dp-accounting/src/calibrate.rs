@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::Accountant;
-use crate::error::{require_non_negative, require_open_unit, require_positive, Error, Result};
+use crate::error::{Error, Result};
 use crate::event::DpEvent;
+use crate::validate;
 
 /// How [`calibrate_noise`] searches.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -75,10 +76,10 @@ pub fn calibrate_noise<A: Accountant>(
     target_delta: f64,
     options: CalibrationOptions,
 ) -> Result<Calibrated<f64>> {
-    require_positive("target_epsilon", target_epsilon)?;
-    require_open_unit("target_delta", target_delta)?;
-    require_positive("initial_upper", options.initial_upper)?;
-    require_non_negative("relative_tolerance", options.relative_tolerance)?;
+    validate::positive("target_epsilon", target_epsilon)?;
+    validate::open_unit("target_delta", target_delta)?;
+    validate::positive("initial_upper", options.initial_upper)?;
+    validate::non_negative("relative_tolerance", options.relative_tolerance)?;
     let eps = |sigma: f64| epsilon_of(&make_accountant, &make_event(sigma), target_delta);
     let mut lo = 0.0;
     let mut hi = options.initial_upper;
@@ -129,8 +130,8 @@ pub fn calibrate_steps<A: Accountant>(
     target_epsilon: f64,
     target_delta: f64,
 ) -> Result<Calibrated<u64>> {
-    require_non_negative("target_epsilon", target_epsilon)?;
-    require_open_unit("target_delta", target_delta)?;
+    validate::non_negative("target_epsilon", target_epsilon)?;
+    validate::open_unit("target_delta", target_delta)?;
     let eps = |steps: u64| epsilon_of(&make_accountant, &make_event(steps), target_delta);
     let first = eps(1)?;
     if first > target_epsilon {

@@ -6,9 +6,10 @@ use crate::accountant::{
     check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
     PrivacyReport,
 };
-use crate::error::{require_non_negative, require_open_unit, require_unit, Error, Result};
+use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
 use crate::ledger::Ledger;
+use crate::validate;
 
 /// Basic composition (Dwork & Roth 2014, Thm 3.16): `(Σεᵢ, Σδᵢ)`.
 pub fn basic_composition(guarantees: &[(f64, f64)]) -> (f64, f64) {
@@ -28,9 +29,9 @@ pub fn advanced_composition(
     k: u64,
     delta_prime: f64,
 ) -> Result<(f64, f64)> {
-    require_non_negative("epsilon", epsilon)?;
-    require_unit("delta", delta)?;
-    require_open_unit("delta_prime", delta_prime)?;
+    validate::non_negative("epsilon", epsilon)?;
+    validate::unit("delta", delta)?;
+    validate::open_unit("delta_prime", delta_prime)?;
     let k_f = k as f64;
     let eps =
         (2.0 * k_f * (1.0 / delta_prime).ln()).sqrt() * epsilon + k_f * epsilon * epsilon.exp_m1();
@@ -54,9 +55,9 @@ pub enum Amplification {
 
 /// Amplifies an (ε, δ) guarantee of a mechanism run on a sample of rate ν.
 pub fn amplify(epsilon: f64, delta: f64, rate: f64, bound: Amplification) -> Result<(f64, f64)> {
-    require_non_negative("epsilon", epsilon)?;
-    require_unit("delta", delta)?;
-    require_unit("sampling_rate", rate)?;
+    validate::non_negative("epsilon", epsilon)?;
+    validate::unit("delta", delta)?;
+    validate::unit("sampling_rate", rate)?;
     match bound {
         Amplification::Tight => Ok(((rate * epsilon.exp_m1()).ln_1p(), rate * delta)),
         Amplification::Loose => {

@@ -55,54 +55,12 @@ pub enum Error {
 /// `Result` with this crate's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Checks that `value` is finite and `> 0`.
-pub(crate) fn require_positive(name: &'static str, value: f64) -> Result<f64> {
-    if value.is_finite() && value > 0.0 {
-        Ok(value)
-    } else {
-        Err(Error::InvalidParameter {
-            name,
-            value,
-            reason: "must be finite and > 0",
-        })
-    }
-}
-
-/// Checks that `value` is finite and `>= 0`.
-pub(crate) fn require_non_negative(name: &'static str, value: f64) -> Result<f64> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(value)
-    } else {
-        Err(Error::InvalidParameter {
-            name,
-            value,
-            reason: "must be finite and >= 0",
-        })
-    }
-}
-
-/// Checks that `value` is a probability strictly between 0 and 1 (a target δ).
-pub(crate) fn require_open_unit(name: &'static str, value: f64) -> Result<f64> {
-    if value > 0.0 && value < 1.0 {
-        Ok(value)
-    } else {
-        Err(Error::InvalidParameter {
-            name,
-            value,
-            reason: "must be in (0, 1)",
-        })
-    }
-}
-
-/// Checks that `value` lies in `[0, 1]`.
-pub(crate) fn require_unit(name: &'static str, value: f64) -> Result<f64> {
-    if (0.0..=1.0).contains(&value) {
-        Ok(value)
-    } else {
-        Err(Error::InvalidParameter {
-            name,
-            value,
-            reason: "must be in [0, 1]",
-        })
+impl From<crate::validate::ParameterError> for Error {
+    fn from(e: crate::validate::ParameterError) -> Self {
+        Error::InvalidParameter {
+            name: e.name,
+            value: e.value,
+            reason: e.reason,
+        }
     }
 }

@@ -13,7 +13,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{require_non_negative, require_positive, require_unit, Error, Result};
+use crate::error::{Error, Result};
+use crate::validate;
 
 /// Why the GDP accountant refuses `ZCdp` (see
 /// [`DpEvent::effective_gaussian_noise_multiplier`]).
@@ -225,16 +226,20 @@ impl DpEvent {
             DpEvent::NoOp => Ok(()),
             // σ = 0 (no noise) is a valid event with infinite privacy loss.
             DpEvent::Gaussian { noise_multiplier } => {
-                require_non_negative("noise_multiplier", *noise_multiplier).map(drop)
+                validate::non_negative("noise_multiplier", *noise_multiplier)
+                    .map(drop)
+                    .map_err(Into::into)
             }
             DpEvent::Laplace { noise_multiplier } => {
-                require_non_negative("noise_multiplier", *noise_multiplier).map(drop)
+                validate::non_negative("noise_multiplier", *noise_multiplier)
+                    .map(drop)
+                    .map_err(Into::into)
             }
             DpEvent::PoissonSampled {
                 sampling_rate,
                 event,
             } => {
-                require_unit("sampling_rate", *sampling_rate)?;
+                validate::unit("sampling_rate", *sampling_rate)?;
                 event.validate()
             }
             DpEvent::SampledWithoutReplacement {
@@ -254,14 +259,20 @@ impl DpEvent {
             DpEvent::SelfComposed { event, .. } => event.validate(),
             DpEvent::Composed { events } => events.iter().try_for_each(DpEvent::validate),
             DpEvent::ZCdp { rho, xi } => {
-                require_non_negative("rho", *rho)?;
-                require_non_negative("xi", *xi).map(drop)
+                validate::non_negative("rho", *rho)?;
+                validate::non_negative("xi", *xi)
+                    .map(drop)
+                    .map_err(Into::into)
             }
             DpEvent::EpsilonDelta { epsilon, delta } => {
-                require_non_negative("epsilon", *epsilon)?;
-                require_unit("delta", *delta).map(drop)
+                validate::non_negative("epsilon", *epsilon)?;
+                validate::unit("delta", *delta)
+                    .map(drop)
+                    .map_err(Into::into)
             }
-            DpEvent::Exponential { epsilon } => require_positive("epsilon", *epsilon).map(drop),
+            DpEvent::Exponential { epsilon } => validate::positive("epsilon", *epsilon)
+                .map(drop)
+                .map_err(Into::into),
         }
     }
 }

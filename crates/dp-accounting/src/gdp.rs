@@ -7,10 +7,11 @@ use crate::accountant::{
     check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
     PrivacyReport,
 };
-use crate::error::{require_non_negative, require_open_unit, require_positive, Error, Result};
+use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GDP};
 use crate::ledger::Ledger;
 use crate::logspace::{log_ndtr, normal_cdf};
+use crate::validate;
 
 /// μ of the CLT for `steps` Poisson-subsampled Gaussian steps (rate q, noise σ).
 ///
@@ -133,10 +134,10 @@ pub fn recalibrate_sigma(
     sampling_rate: f64,
     steps: f64,
 ) -> Result<f64> {
-    require_non_negative("target_epsilon", target_epsilon)?;
-    require_open_unit("target_delta", delta)?;
-    require_positive("sampling_rate", sampling_rate)?;
-    require_positive("steps", steps)?;
+    validate::non_negative("target_epsilon", target_epsilon)?;
+    validate::open_unit("target_delta", delta)?;
+    validate::positive("sampling_rate", sampling_rate)?;
+    validate::positive("steps", steps)?;
     let mu = mu_for_delta(target_epsilon, delta);
     if !mu.is_finite() {
         return Err(Error::Numerical("no finite mu reaches the target".into()));

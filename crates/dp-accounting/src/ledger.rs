@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::Accountant;
-use crate::error::{require_non_negative, require_open_unit, Error, Result};
+use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
+use crate::validate;
 
 /// One composed event and how many times it was composed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,15 +104,15 @@ pub struct Budget {
 impl Budget {
     /// A validated budget.
     pub fn new(epsilon: f64, delta: f64) -> Result<Self> {
-        require_non_negative("epsilon", epsilon)?;
-        require_open_unit("delta", delta)?;
+        validate::non_negative("epsilon", epsilon)?;
+        validate::open_unit("delta", delta)?;
         Ok(Budget { epsilon, delta })
     }
 
     /// No limit on ε (δ is still where ε is reported): a [`BudgetFilter`] with it only
     /// records, and its reservations skip the ε computation.
     pub fn unbounded(delta: f64) -> Result<Self> {
-        require_open_unit("delta", delta)?;
+        validate::open_unit("delta", delta)?;
         Ok(Budget {
             epsilon: f64::INFINITY,
             delta,

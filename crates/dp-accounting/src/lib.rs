@@ -54,6 +54,7 @@ mod logspace;
 pub mod pld;
 pub mod rdp;
 mod sampling;
+pub mod validate;
 mod zcdp;
 
 pub use accountant::{Accountant, Guarantee, PrivacyReport};

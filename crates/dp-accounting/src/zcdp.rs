@@ -6,9 +6,10 @@ use crate::accountant::{
     check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
     PrivacyReport,
 };
-use crate::error::{require_non_negative, require_open_unit, Result};
+use crate::error::Result;
 use crate::event::{DpEvent, NeighbouringRelation};
 use crate::ledger::Ledger;
+use crate::validate;
 
 /// How ρ-zCDP becomes (ε, δ)-DP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -25,9 +26,9 @@ pub enum ZcdpConversion {
 
 /// ε at δ for (ξ, ρ)-zCDP.
 pub fn zcdp_to_epsilon(rho: f64, xi: f64, delta: f64, conversion: ZcdpConversion) -> Result<f64> {
-    require_non_negative("rho", rho)?;
-    require_non_negative("xi", xi)?;
-    require_open_unit("target_delta", delta)?;
+    validate::non_negative("rho", rho)?;
+    validate::non_negative("xi", xi)?;
+    validate::open_unit("target_delta", delta)?;
     if rho == 0.0 {
         return Ok(xi);
     }

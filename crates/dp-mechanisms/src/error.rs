@@ -30,27 +30,13 @@ pub enum Error {
 /// `Result` with this crate's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-pub(crate) fn require_positive(name: &'static str, value: f64) -> Result<f64> {
-    if value.is_finite() && value > 0.0 {
-        Ok(value)
-    } else {
-        Err(Error::InvalidParameter {
-            name,
-            value,
-            reason: "must be finite and > 0",
-        })
-    }
-}
-
-pub(crate) fn require_open_unit(name: &'static str, value: f64) -> Result<f64> {
-    if value > 0.0 && value < 1.0 {
-        Ok(value)
-    } else {
-        Err(Error::InvalidParameter {
-            name,
-            value,
-            reason: "must be in (0, 1)",
-        })
+impl From<dp_accounting::validate::ParameterError> for Error {
+    fn from(e: dp_accounting::validate::ParameterError) -> Self {
+        Error::InvalidParameter {
+            name: e.name,
+            value: e.value,
+            reason: e.reason,
+        }
     }
 }
 

@@ -2,9 +2,10 @@
 
 use dp_accounting::DpEvent;
 
-use crate::error::{require_positive, require_scores, Result};
+use crate::error::{require_scores, Result};
 use crate::mechanism::Mechanism;
 use crate::noise::NoiseSource;
+use dp_accounting::validate;
 
 /// Selects index i with probability ∝ `exp(ε·uᵢ/(2Δ))` (`exp(ε·uᵢ/Δ)` for monotone
 /// utilities) from a score vector u of sensitivity Δ.
@@ -28,8 +29,8 @@ impl ExponentialMechanism {
     /// From the utility's sensitivity Δ, ε, and whether utilities are monotone (all move
     /// in the same direction between neighbours, e.g. counts).
     pub fn new(sensitivity: f64, epsilon: f64, monotone: bool) -> Result<Self> {
-        require_positive("sensitivity", sensitivity)?;
-        require_positive("epsilon", epsilon)?;
+        validate::positive("sensitivity", sensitivity)?;
+        validate::positive("epsilon", epsilon)?;
         Ok(ExponentialMechanism {
             sensitivity,
             epsilon,

@@ -3,9 +3,10 @@
 use dp_accounting::gdp::mu_for_delta;
 use dp_accounting::DpEvent;
 
-use crate::error::{require_open_unit, require_positive, Error, Result};
+use crate::error::{Error, Result};
 use crate::mechanism::Mechanism;
 use crate::noise::NoiseSource;
+use dp_accounting::validate;
 
 /// Adds `N(0, (σΔ)²)` noise to a query of L2 sensitivity Δ.
 ///
@@ -27,8 +28,8 @@ pub struct GaussianMechanism {
 impl GaussianMechanism {
     /// From the L2 sensitivity Δ and the noise multiplier σ (std = σΔ).
     pub fn new(sensitivity: f64, noise_multiplier: f64) -> Result<Self> {
-        require_positive("sensitivity", sensitivity)?;
-        require_positive("noise_multiplier", noise_multiplier)?;
+        validate::positive("sensitivity", sensitivity)?;
+        validate::positive("noise_multiplier", noise_multiplier)?;
         Ok(GaussianMechanism {
             sensitivity,
             noise_multiplier,
@@ -40,8 +41,8 @@ impl GaussianMechanism {
     /// # Privacy
     /// Dwork & Roth 2014, Thm A.1, which holds for ε ∈ (0, 1) only; larger ε is refused.
     pub fn from_epsilon_delta_classic(sensitivity: f64, epsilon: f64, delta: f64) -> Result<Self> {
-        require_positive("epsilon", epsilon)?;
-        require_open_unit("delta", delta)?;
+        validate::positive("epsilon", epsilon)?;
+        validate::open_unit("delta", delta)?;
         if epsilon >= 1.0 {
             return Err(Error::InvalidParameter {
                 name: "epsilon",
@@ -59,8 +60,8 @@ impl GaussianMechanism {
     /// is the μ-GDP curve with μ = 1/σ; σ is found by bisection on μ and rounded so that
     /// δ(ε) ≤ δ holds at the returned σ.
     pub fn from_epsilon_delta_analytic(sensitivity: f64, epsilon: f64, delta: f64) -> Result<Self> {
-        require_positive("epsilon", epsilon)?;
-        require_open_unit("delta", delta)?;
+        validate::positive("epsilon", epsilon)?;
+        validate::open_unit("delta", delta)?;
         let mu = mu_for_delta(epsilon, delta);
         if !(mu.is_finite() && mu > 0.0) {
             return Err(Error::InvalidParameter {
@@ -74,14 +75,14 @@ impl GaussianMechanism {
 
     /// μ-GDP: σ = 1/μ (Dong, Roth, Su 2019, Thm 2.7).
     pub fn from_gdp(sensitivity: f64, mu: f64) -> Result<Self> {
-        Self::new(sensitivity, 1.0 / require_positive("mu", mu)?)
+        Self::new(sensitivity, 1.0 / validate::positive("mu", mu)?)
     }
 
     /// ρ-zCDP: σ = 1/√(2ρ) (Bun & Steinke 2016, Prop. 1.6).
     pub fn from_zcdp(sensitivity: f64, rho: f64) -> Result<Self> {
         Self::new(
             sensitivity,
-            1.0 / (2.0 * require_positive("rho", rho)?).sqrt(),
+            1.0 / (2.0 * validate::positive("rho", rho)?).sqrt(),
         )
     }
 

@@ -2,9 +2,10 @@
 
 use dp_accounting::DpEvent;
 
-use crate::error::{require_positive, Result};
+use crate::error::Result;
 use crate::mechanism::Mechanism;
 use crate::noise::NoiseSource;
+use dp_accounting::validate;
 
 /// Adds `Lap(b)` noise to a query of L1 sensitivity Δ.
 ///
@@ -21,14 +22,14 @@ pub struct LaplaceMechanism {
 impl LaplaceMechanism {
     /// From the L1 sensitivity Δ and the noise scale b.
     pub fn new(sensitivity: f64, scale: f64) -> Result<Self> {
-        require_positive("sensitivity", sensitivity)?;
-        require_positive("scale", scale)?;
+        validate::positive("sensitivity", sensitivity)?;
+        validate::positive("scale", scale)?;
         Ok(LaplaceMechanism { sensitivity, scale })
     }
 
     /// ε-DP: b = Δ/ε.
     pub fn from_epsilon(sensitivity: f64, epsilon: f64) -> Result<Self> {
-        require_positive("epsilon", epsilon)?;
+        validate::positive("epsilon", epsilon)?;
         Self::new(sensitivity, sensitivity / epsilon)
     }
 

@@ -3,9 +3,10 @@
 use dp_accounting::DpEvent;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{require_positive, require_scores, Result};
+use crate::error::{require_scores, Result};
 use crate::mechanism::Mechanism;
 use crate::noise::NoiseSource;
+use dp_accounting::validate;
 
 /// The noise added to each score before taking the argmax.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,8 +45,8 @@ impl ReportNoisyMax {
         monotone: bool,
         noise: NoisyMaxNoise,
     ) -> Result<Self> {
-        require_positive("sensitivity", sensitivity)?;
-        require_positive("epsilon", epsilon)?;
+        validate::positive("sensitivity", sensitivity)?;
+        validate::positive("epsilon", epsilon)?;
         Ok(ReportNoisyMax {
             sensitivity,
             epsilon,

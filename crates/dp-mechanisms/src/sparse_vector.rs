@@ -4,9 +4,10 @@
 use dp_accounting::DpEvent;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{require_open_unit, require_positive, Error, Result};
+use crate::error::{Error, Result};
 use crate::mechanism::Mechanism;
 use crate::noise::NoiseSource;
+use dp_accounting::validate;
 
 /// Which algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,8 +91,8 @@ impl SparseVector {
         epsilon: f64,
         delta: f64,
     ) -> Result<Self> {
-        require_positive("sensitivity", sensitivity)?;
-        require_positive("epsilon", epsilon)?;
+        validate::positive("sensitivity", sensitivity)?;
+        validate::positive("epsilon", epsilon)?;
         if !threshold.is_finite() {
             return Err(Error::InvalidParameter {
                 name: "threshold",
@@ -107,7 +108,7 @@ impl SparseVector {
             });
         }
         if delta != 0.0 {
-            require_open_unit("delta", delta)?;
+            validate::open_unit("delta", delta)?;
         }
         Ok(SparseVector {
             variant,

@@ -3,11 +3,12 @@
 use dp_accounting::{advanced_composition, DpEvent};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{require_open_unit, require_positive, require_scores, Error, Result};
+use crate::error::{require_scores, Error, Result};
 use crate::exponential::{gumbel_keys, ExponentialMechanism};
 use crate::mechanism::Mechanism;
 use crate::noise::NoiseSource;
 use crate::successive_sampling::successive_draws;
+use dp_accounting::validate;
 
 /// How the k selections are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,7 +66,7 @@ impl TopK {
         method: TopKMethod,
         split: BudgetSplit,
     ) -> Result<Self> {
-        require_positive("epsilon", epsilon)?;
+        validate::positive("epsilon", epsilon)?;
         if k == 0 {
             return Err(Error::InvalidParameter {
                 name: "k",
@@ -76,7 +77,7 @@ impl TopK {
         let per_round = match split {
             BudgetSplit::Basic => epsilon / k as f64,
             BudgetSplit::Advanced { delta_prime } => {
-                require_open_unit("delta_prime", delta_prime)?;
+                validate::open_unit("delta_prime", delta_prime)?;
                 per_round_epsilon_advanced(epsilon, k as u64, delta_prime)?
             }
         };

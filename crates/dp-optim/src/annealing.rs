@@ -29,7 +29,7 @@ use crate::algorithm::Algorithm;
 use crate::engine::{PrivacyEngine, StepReport};
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
-use crate::validate;
+use dp_accounting::validate;
 
 /// Where the energy J(w_new) is evaluated (the paper does not say).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::TrainConfig;
 use crate::engine::PrivacyEngine;
 use crate::error::{Error, Result};
-use crate::validate;
+use dp_accounting::validate;
 
 /// The audit's design: the data around the canaries, the canaries and the guesses.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

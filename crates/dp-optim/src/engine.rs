@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::evaluate::accuracy;
 use crate::fingerprint::RunFingerprint;
 use crate::sampler::{Sampler, ShuffleState};
-use crate::validate;
+use dp_accounting::validate;
 
 mod charges;
 mod resume;

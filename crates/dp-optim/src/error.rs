@@ -100,5 +100,15 @@ pub enum Error {
     },
 }
 
+impl From<dp_accounting::validate::ParameterError> for Error {
+    fn from(e: dp_accounting::validate::ParameterError) -> Self {
+        Error::InvalidParameter {
+            name: e.name,
+            value: e.value,
+            reason: e.reason,
+        }
+    }
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

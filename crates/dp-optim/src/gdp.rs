@@ -17,7 +17,7 @@ use crate::config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig}
 use crate::error::Result;
 use crate::optimizer::Optimizer;
 use crate::sampler::Sampler;
-use crate::validate;
+use dp_accounting::validate;
 
 /// The hyper-parameters shared by NoisySGD and NoisyAdam.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

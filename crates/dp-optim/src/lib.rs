@@ -24,7 +24,6 @@ mod sampler;
 mod selection;
 mod sparse_dp_sgd;
 mod trainer;
-mod validate;
 
 pub use algorithm::{Algorithm, DpSgd};
 pub use checkpoint::{Checkpoint, CheckpointDir, CHECKPOINT_FORMAT};

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::validate;
+use dp_accounting::validate;
 
 /// The update rule applied to the noisy average gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

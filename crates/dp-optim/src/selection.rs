@@ -9,7 +9,7 @@ use dp_mechanisms::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::validate;
+use dp_accounting::validate;
 
 /// How the coordinates that get noise are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

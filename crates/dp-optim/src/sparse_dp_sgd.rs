@@ -11,7 +11,7 @@ use crate::algorithm::Algorithm;
 use crate::engine::{PrivacyEngine, StepReport};
 use crate::error::Result;
 use crate::selection::{CoordinateSelection, CoordinateSelector};
-use crate::validate;
+use dp_accounting::validate;
 
 /// Sparse DP-SGD with private coordinate selection, for any [`SparsePrivateModel`].
 /// The step's event is the sampled composition of the selection and the Gaussian

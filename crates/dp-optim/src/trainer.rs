@@ -9,7 +9,7 @@ use crate::algorithm::Algorithm;
 use crate::checkpoint::CheckpointDir;
 use crate::engine::{PrivacyEngine, StepReport};
 use crate::error::{Error, Result};
-use crate::validate;
+use dp_accounting::validate;
 
 /// A learning rate for each step (0-based), set on the engine before the step.
 pub trait LearningRateSchedule {

@@ -8,9 +8,10 @@ use crate::accountant::{
     check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
     PrivacyReport,
 };
-use crate::error::{require_positive, Error, Result};
+use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GAUSSIAN_PLD};
 use crate::ledger::Ledger;
+use crate::validate;
 
 /// Settings of a [`PldAccountant`]; the defaults are dp_accounting's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,7 +42,7 @@ impl Default for PldConfig {
 impl PldConfig {
     /// Builds the accountant after validating the settings.
     pub fn build(self) -> Result<PldAccountant> {
-        require_positive(
+        validate::positive(
             "value_discretization_interval",
             self.value_discretization_interval,
         )?;

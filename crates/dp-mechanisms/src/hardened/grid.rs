@@ -3,9 +3,10 @@
 use dp_accounting::DpEvent;
 
 use super::discrete::{DiscreteGaussian, DiscreteLaplace, Rational};
-use crate::error::{require_positive, Error, Result};
+use crate::error::{Error, Result};
 use crate::mechanism::Mechanism;
 use crate::noise::NoiseSource;
+use dp_accounting::validate;
 
 /// The input rounded to the grid 2^k, as an integer number of grid steps.
 fn to_grid(value: f64, grid_exponent: i32) -> Result<i64> {
@@ -74,8 +75,8 @@ pub struct GridLaplace {
 impl GridLaplace {
     /// ε-DP for a query of sensitivity Δ, on the grid 2^k (`None`: about scale/1024).
     pub fn new(sensitivity: f64, epsilon: f64, grid_exponent: Option<i32>) -> Result<Self> {
-        require_positive("sensitivity", sensitivity)?;
-        require_positive("epsilon", epsilon)?;
+        validate::positive("sensitivity", sensitivity)?;
+        validate::positive("epsilon", epsilon)?;
         let k = grid_exponent.unwrap_or_else(|| default_grid_exponent(sensitivity / epsilon));
         let grid_sensitivity = grid_sensitivity(sensitivity, k)?;
         let scale = Rational::at_least("scale", grid_sensitivity as f64 / epsilon)?;
@@ -126,8 +127,8 @@ pub struct GridGaussian {
 impl GridGaussian {
     /// ρ-zCDP for a query of L2 sensitivity Δ, on the grid 2^k (`None`: about σ/1024).
     pub fn new(sensitivity: f64, rho: f64, grid_exponent: Option<i32>) -> Result<Self> {
-        require_positive("sensitivity", sensitivity)?;
-        require_positive("rho", rho)?;
+        validate::positive("sensitivity", sensitivity)?;
+        validate::positive("rho", rho)?;
         let target_sigma = sensitivity / (2.0 * rho).sqrt();
         let k = grid_exponent.unwrap_or_else(|| default_grid_exponent(target_sigma));
         let grid_sensitivity = grid_sensitivity(sensitivity, k)?;

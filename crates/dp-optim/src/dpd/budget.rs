@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::readings::{dpd_ac_epsilon, dpd_zcdp_epsilon, ZcdpReading};
 use crate::error::{Error, Result};
-use crate::validate;
+use dp_accounting::validate;
 
 /// How DPD composes its per-iteration guarantee into `ε_tot`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::algorithm::Algorithm;
 use crate::error::{Error, Result};
 use crate::evaluate::for_each_logit_batch;
-use crate::validate;
 use crate::{PrivacyEngine, StepReport};
+use dp_accounting::validate;
 
 /// The implied Gaussian-dropout rates of one layer: `α_j = 4C²σ²/θ_j²`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@ use dp_accounting::{amplify, sampled_advanced_composition, Amplification};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::validate;
+use dp_accounting::validate;
 
 /// Which reading of DPD-zCDP (`docs/reproduction/dpd.md`, "DPD-zCDP: two readings"; the
 /// formula is not in the available paper text).

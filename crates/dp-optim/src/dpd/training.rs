@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 use super::budget::DpdCalibration;
 use crate::algorithm::Algorithm;
 use crate::error::{Error, Result};
-use crate::validate;
 use crate::{
     Clipping, GradientNormalisation, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, StepReport,
     TrainConfig,
 };
+use dp_accounting::validate;
 
 /// Where the DPD noise is added.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

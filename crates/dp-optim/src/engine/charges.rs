@@ -12,7 +12,7 @@ use super::{Charges, PrivacyEngine};
 use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
-use crate::validate;
+use dp_accounting::validate;
 
 /// [`dp_accounting::Error::BudgetExceeded`] as the engine's [`Error::BudgetExhausted`].
 fn budget_error(e: dp_accounting::Error) -> Error {
