@@ -16,9 +16,8 @@ use candle_core::{DType, Device, Tensor, TensorId, Var, D};
 use crate::error::{Error, Result};
 use crate::ClipRule;
 
-mod cpu_ops;
-use cpu_ops::{
-    Conv, ConvClippedSum, ConvPerSampleRows, Matmul, MaxPool, Tanh, Unfold, WeightedRowSum,
+use crate::cpu::{
+    self, Conv, ConvClippedSum, ConvPerSampleRows, Matmul, MaxPool, Tanh, Unfold, WeightedRowSum,
 };
 
 /// Default most floats of per-sample conv gradients kept between the norm and clipped-sum
@@ -78,7 +77,7 @@ pub struct Tape {
 impl Tape {
     /// Whether the layers may use the CPU custom ops on `t`.
     pub fn cpu_ops_apply(&self, t: &Tensor) -> bool {
-        !self.portable && cpu_ops::applies(t)
+        !self.portable && cpu::applies(t)
     }
 }
 
@@ -247,7 +246,7 @@ impl DpLayer for DpLinear {
 
     fn input_gradient(&self, _entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
         let w = self.weight.as_tensor().detach();
-        if grad_out.rank() == 2 && cpu_ops::applies(grad_out) {
+        if grad_out.rank() == 2 && cpu::applies(grad_out) {
             return Ok(grad_out.contiguous()?.apply_op2_no_bwd(
                 &w,
                 &Matmul {
@@ -350,7 +349,7 @@ impl DpLayer for DpEmbedding {
 /// In DP mode the tape keeps the (detached) input and per-sample gradients are `Gᵢ·Uᵢ`
 /// with `Uᵢ` its im2col matrix. On the CPU the forward is one custom op (sample by sample,
 /// `Uᵢ` in cache, input gradient only) and norms and clipped sums rebuild `Uᵢ` per sample
-/// (`cpu_ops`); elsewhere it is Candle's `conv2d` with the weight as a constant, and `U` is
+/// (`crate::cpu`); elsewhere it is Candle's `conv2d` with the weight as a constant, and `U` is
 /// built on the CPU.
 pub struct DpConv2d {
     weight: Var,
@@ -458,7 +457,7 @@ impl DpLayer for DpConv2d {
     }
 
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
-        if entry.cpu_ops && cpu_ops::applies(grad_out) {
+        if entry.cpu_ops && cpu::applies(grad_out) {
             let g = Self::grad_rows(grad_out)?.contiguous()?;
             let geometry = self.geometry(&entry.input)?;
             let (b, cout, _) = g.dims3()?;
@@ -500,7 +499,7 @@ impl DpLayer for DpConv2d {
         grad_out: &Tensor,
         factors: &Tensor,
     ) -> Result<Vec<Tensor>> {
-        if entry.cpu_ops && cpu_ops::applies(grad_out) && cpu_ops::applies(factors) {
+        if entry.cpu_ops && cpu::applies(grad_out) && cpu::applies(factors) {
             let sums = match entry.rows_for(grad_out) {
                 Some(rows) => rows.apply_op2_no_bwd(&factors.contiguous()?, &WeightedRowSum)?,
                 None => Self::grad_rows(grad_out)?.contiguous()?.apply_op3_no_bwd(
@@ -542,7 +541,7 @@ impl DpLayer for DpConv2d {
     }
 
     fn input_gradient(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
-        Ok(cpu_ops::conv_input_gradient(
+        Ok(cpu::conv_input_gradient(
             self.geometry(&entry.input)?,
             &Self::grad_rows(grad_out)?,
             &self.weight_matrix()?,
@@ -689,7 +688,7 @@ impl AutogradModel {
     }
 
     fn cpu_ops_apply(&self, t: &Tensor) -> bool {
-        !self.portable && cpu_ops::applies(t)
+        !self.portable && cpu::applies(t)
     }
 
     /// Every trainable var, in stage order.
@@ -957,10 +956,10 @@ impl AutogradModel {
                     }
                     layer.input_gradient(&tape.entries[slot], &g)?
                 }
-                Stage::Tanh => cpu_ops::tanh_backward(output, &g)?,
+                Stage::Tanh => cpu::tanh_backward(output, &g)?,
                 // PyTorch's convention: no gradient where the input is exactly 0.
                 Stage::Relu => (g * input.gt(0.0)?.to_dtype(DType::F32)?)?,
-                Stage::MaxPool { kernel, stride } => cpu_ops::max_pool_backward(
+                Stage::MaxPool { kernel, stride } => cpu::max_pool_backward(
                     MaxPool {
                         kernel: *kernel,
                         stride: *stride,

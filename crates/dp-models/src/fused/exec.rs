@@ -3,8 +3,10 @@
 
 use rayon::prelude::*;
 
-use super::kernels::{col2im, dot, im2col, matmul, sum_of_squares, tanh_fast, ConvGeometry, Mat};
 use super::spec::{size, Kind, LayerPlan, NetSpec};
+use crate::cpu::kernels::{
+    col2im, dot, im2col, matmul, sum_of_squares, tanh_fast, ConvGeometry, Mat,
+};
 use crate::ClipRule;
 
 /// Chunks per batch, fixed so that sums are bit-reproducible whatever the thread count.
