@@ -19,6 +19,7 @@
 
 pub mod autograd;
 mod clip_rule;
+mod cpu;
 pub mod data;
 mod error;
 pub mod fused;

@@ -7,13 +7,11 @@
 //! pass, so no per-sample gradient tensor for the whole batch ever exists.
 
 mod exec;
-pub(crate) mod kernels;
 mod layout;
 mod ops;
 mod spec;
 
 pub use exec::{backward, forward, per_sample_gradients, BackwardOutput, Workspace, CHUNKS};
 pub use layout::{from_torch, to_torch, TorchLayer};
-pub(crate) use ops::f32_slice;
 pub use ops::FusedModel;
 pub use spec::{LayerSpec, NetSpec};

@@ -8,26 +8,9 @@ use dp_mechanisms::NoiseSource;
 use super::exec::{backward, forward, per_sample_gradients, BackwardOutput, Workspace};
 use super::layout::{from_torch, to_torch, TorchLayer};
 use super::spec::{Kind, NetSpec};
+use crate::cpu::f32_slice;
 use crate::error::{Error, Result};
 use crate::ClipRule;
-
-/// The contiguous f32 data of a CPU custom op's input (an error otherwise).
-pub(crate) fn f32_slice<'a>(
-    storage: &'a CpuStorage,
-    layout: &Layout,
-) -> candle_core::Result<&'a [f32]> {
-    match storage {
-        CpuStorage::F32(v) => match layout.contiguous_offsets() {
-            Some((start, end)) => Ok(&v[start..end]),
-            None => Err(candle_core::Error::Msg(
-                "CPU custom ops need contiguous inputs".into(),
-            )),
-        },
-        _ => Err(candle_core::Error::Msg(
-            "CPU custom ops need f32 tensors".into(),
-        )),
-    }
-}
 
 fn lock(ws: &Mutex<Workspace>) -> candle_core::Result<std::sync::MutexGuard<'_, Workspace>> {
     ws.lock()

@@ -1,0 +1,93 @@
+//! The embedding layer (a lookup table on token ids).
+
+use candle_core::{DType, Tensor, Var};
+
+use super::layer::DpLayer;
+use super::tape::{tap, Tape, TapeEntry};
+use crate::error::Result;
+
+/// A lookup table (V, D) applied to token ids (B, T) → (B, T, D).
+pub struct DpEmbedding {
+    weight: Var,
+}
+
+impl DpEmbedding {
+    /// From the table (V, D).
+    pub fn new(weight: Tensor) -> Result<Self> {
+        weight.dims2()?;
+        Ok(DpEmbedding {
+            weight: Var::from_tensor(&weight)?,
+        })
+    }
+}
+
+impl DpLayer for DpEmbedding {
+    fn forward(&self, ids: &Tensor, tape: Option<(&mut Tape, usize)>) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let flat = ids.flatten_all()?;
+        match tape {
+            None => Ok(self
+                .weight
+                .as_tensor()
+                .index_select(&flat, 0)?
+                .reshape((b, t, ()))?),
+            Some((tape, layer)) => {
+                let z = self
+                    .weight
+                    .as_tensor()
+                    .detach()
+                    .index_select(&flat, 0)?
+                    .reshape((b, t, ()))?;
+                tap(z, ids.clone(), tape, layer)
+            }
+        }
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        vec![self.weight.clone()]
+    }
+
+    fn takes_token_ids(&self) -> bool {
+        true
+    }
+
+    fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
+        // ‖Σₜ gₜ e_{idₜ}‖² = Σ_{t,t'} [idₜ = id_t'] gₜ·g_t' (ghost norm with one-hot inputs).
+        let ids = entry.input.to_dtype(DType::F32)?;
+        let same = ids
+            .unsqueeze(2)?
+            .broadcast_eq(&ids.unsqueeze(1)?)?
+            .to_dtype(DType::F32)?;
+        let gram = grad_out.matmul(&grad_out.transpose(1, 2)?.contiguous()?)?;
+        Ok((same * gram)?.flatten_from(1)?.sum(1)?)
+    }
+
+    fn clipped_sum(
+        &self,
+        entry: &TapeEntry,
+        grad_out: &Tensor,
+        factors: &Tensor,
+    ) -> Result<Vec<Tensor>> {
+        let (b, t, d) = grad_out.dims3()?;
+        let scaled = grad_out
+            .broadcast_mul(&factors.reshape((b, 1, 1))?)?
+            .reshape((b * t, d))?;
+        let zeros = self.weight.as_tensor().zeros_like()?;
+        Ok(vec![zeros.index_add(
+            &entry.input.flatten_all()?,
+            &scaled,
+            0,
+        )?])
+    }
+
+    fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>> {
+        let (b, _, _) = grad_out.dims3()?;
+        let rows = (0..b)
+            .map(|i| {
+                let zeros = self.weight.as_tensor().zeros_like()?;
+                Ok(zeros.index_add(&entry.input.get(i)?, &grad_out.get(i)?, 0)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(vec![Tensor::stack(&rows, 0)?])
+    }
+}

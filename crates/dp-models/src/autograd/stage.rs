@@ -1,0 +1,70 @@
+//! The stages of a sequential model: parametric layers and parameter-free steps.
+
+use candle_core::Tensor;
+
+use super::layer::DpLayer;
+use crate::error::{Error, Result};
+
+/// One stage of an [`AutogradModel`](super::AutogradModel).
+pub enum Stage {
+    /// A parametric layer.
+    Layer(Box<dyn DpLayer>),
+    /// tanh.
+    Tanh,
+    /// ReLU.
+    Relu,
+    /// Mean over the sequence dimension: (B, T, D) → (B, D).
+    MeanOverTime,
+    /// Max pooling on NCHW, any stride (through index_select windows, which have an
+    /// exact backward; Candle's own pooling backward does not handle every geometry).
+    MaxPool {
+        /// Window.
+        kernel: usize,
+        /// Stride.
+        stride: usize,
+    },
+    /// (B, C, H, W) → (B, C·H·W), PyTorch's order.
+    Flatten,
+    /// Reshapes flat inputs (B, C·H·W) to images (B, C, H, W).
+    Image {
+        /// Channels.
+        channels: usize,
+        /// Height.
+        height: usize,
+        /// Width.
+        width: usize,
+    },
+}
+
+/// Max pooling by the maximum over k² strided `index_select` views.
+pub(super) fn max_pool(a: &Tensor, kernel: usize, stride: usize) -> Result<Tensor> {
+    let (_, _, h, w) = a.dims4()?;
+    if h < kernel || w < kernel {
+        return Err(Error::InvalidModel(format!(
+            "pool window {kernel} exceeds the input {h}×{w}"
+        )));
+    }
+    let (oh, ow) = ((h - kernel) / stride + 1, (w - kernel) / stride + 1);
+    let index = |offset: usize, n: usize| {
+        Tensor::from_vec(
+            (0..n)
+                .map(|i| (offset + i * stride) as u32)
+                .collect::<Vec<_>>(),
+            n,
+            a.device(),
+        )
+    };
+    let mut best: Option<Tensor> = None;
+    for ky in 0..kernel {
+        for kx in 0..kernel {
+            let window = a
+                .index_select(&index(ky, oh)?, 2)?
+                .index_select(&index(kx, ow)?, 3)?;
+            best = Some(match best {
+                None => window,
+                Some(b) => b.maximum(&window)?,
+            });
+        }
+    }
+    best.ok_or_else(|| Error::InvalidModel("empty pool window".into()))
+}

@@ -1,0 +1,116 @@
+//! A bounds-checked single-threaded gemm over strided row-major views.
+
+/// A row-major matrix view: `data[row * row_stride + col * col_stride]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Mat<'a> {
+    pub data: &'a [f32],
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+/// The largest index a `rows × cols` view with these strides touches, plus one.
+fn extent(rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * row_stride + (cols - 1) * col_stride + 1
+    }
+}
+
+/// `dst (m×n) = [dst +] lhs (m×k) · rhs (k×n)`, single-threaded (samples are parallel).
+///
+/// Panics if a view is too short for its shape and strides, which would be a bug in the
+/// executor's geometry, never a data-dependent condition.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    dst_row_stride: usize,
+    accumulate: bool,
+    lhs: Mat<'_>,
+    rhs: Mat<'_>,
+) {
+    assert!(
+        extent(m, n, dst_row_stride, 1) <= dst.len(),
+        "matmul: dst too short"
+    );
+    assert!(
+        extent(m, k, lhs.row_stride, lhs.col_stride) <= lhs.data.len(),
+        "matmul: lhs too short"
+    );
+    assert!(
+        extent(k, n, rhs.row_stride, rhs.col_stride) <= rhs.data.len(),
+        "matmul: rhs too short"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            for r in 0..m {
+                dst[r * dst_row_stride..r * dst_row_stride + n].fill(0.0);
+            }
+        }
+        return;
+    }
+    // SAFETY: the asserts above prove that every index gemm reads or writes lies inside the
+    // corresponding slice; `dst` is borrowed mutably and cannot alias `lhs` or `rhs`.
+    #[allow(unsafe_code)]
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_row_stride as isize,
+            accumulate,
+            lhs.data.as_ptr(),
+            lhs.col_stride as isize,
+            lhs.row_stride as isize,
+            rhs.data.as_ptr(),
+            rhs.col_stride as isize,
+            rhs.row_stride as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matmul_with_strides() {
+        // (2×3)·(3×2) with the rhs given transposed through its strides.
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let bt = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]; // rhs = btᵀ: columns (1,0,1) and (0,1,0)
+        let mut d = [0.0f32; 4];
+        matmul(
+            2,
+            2,
+            3,
+            &mut d,
+            2,
+            false,
+            Mat {
+                data: &a,
+                row_stride: 3,
+                col_stride: 1,
+            },
+            Mat {
+                data: &bt,
+                row_stride: 1,
+                col_stride: 3,
+            },
+        );
+        assert_eq!(d, [4.0, 2.0, 10.0, 5.0]);
+    }
+}

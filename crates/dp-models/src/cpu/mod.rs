@@ -1,0 +1,54 @@
+//! The CPU kernels and Candle custom ops both tiers share.
+//!
+//! [`kernels`] holds the slice kernels (a bounds-checked gemm, im2col/col2im in NHWC,
+//! split-accumulator dot products, a one-`exp` tanh) the fused executor is built from.
+//! The other modules are the autograd tier's custom ops, one op per file, each with its
+//! own backward where it sits in the graph: convolution sample by sample with its im2col
+//! in cache and only the input gradient, matmuls without the unused weight gradient, max
+//! pooling, tanh, and per-sample conv norms and clipped sums. Candle's CPU `conv2d`
+//! backward and the `index_select` pooling cost ~85% of a DP step (docs/training.md).
+//! Other devices keep the portable Candle path.
+
+use candle_core::{CpuStorage, Layout, Tensor};
+
+mod conv;
+mod conv_clipped_sum;
+mod conv_per_sample_rows;
+pub(crate) mod kernels;
+mod matmul;
+mod max_pool;
+mod tanh;
+mod unfold;
+mod weighted_row_sum;
+
+pub(crate) use conv::{conv_input_gradient, Conv};
+pub(crate) use conv_clipped_sum::ConvClippedSum;
+pub(crate) use conv_per_sample_rows::ConvPerSampleRows;
+pub(crate) use matmul::Matmul;
+pub(crate) use max_pool::{max_pool_backward, MaxPool};
+pub(crate) use tanh::{tanh_backward, Tanh};
+pub(crate) use unfold::Unfold;
+pub(crate) use weighted_row_sum::WeightedRowSum;
+
+/// Whether the CPU ops apply to `t` (f32 on the CPU).
+pub(crate) fn applies(t: &Tensor) -> bool {
+    t.device().is_cpu() && t.dtype() == candle_core::DType::F32
+}
+
+/// The contiguous f32 data of a CPU custom op's input (an error otherwise).
+pub(crate) fn f32_slice<'a>(
+    storage: &'a CpuStorage,
+    layout: &Layout,
+) -> candle_core::Result<&'a [f32]> {
+    match storage {
+        CpuStorage::F32(v) => match layout.contiguous_offsets() {
+            Some((start, end)) => Ok(&v[start..end]),
+            None => Err(candle_core::Error::Msg(
+                "CPU custom ops need contiguous inputs".into(),
+            )),
+        },
+        _ => Err(candle_core::Error::Msg(
+            "CPU custom ops need f32 tensors".into(),
+        )),
+    }
+}

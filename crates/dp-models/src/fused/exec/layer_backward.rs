@@ -1,0 +1,180 @@
+//! The backward of each layer kind on one sample, on slices: parameter gradients, ghost
+//! norms' ingredients and input gradients.
+
+use super::super::spec::LayerPlan;
+use crate::cpu::kernels::{col2im, im2col, matmul, sum_of_squares, ConvGeometry, Mat};
+
+/// One sample's linear weight gradient `g ⊗ [a; 1]` into `region` (nout × (nin + 1)).
+#[inline]
+pub(super) fn linear_weight_gradient(
+    nin: usize,
+    nout: usize,
+    a: &[f32],
+    grad_out: &[f32],
+    region: &mut [f32],
+) {
+    for (o, &go) in grad_out.iter().enumerate().take(nout) {
+        let row = &mut region[o * (nin + 1)..][..nin + 1];
+        row[..nin].iter_mut().zip(a).for_each(|(r, &x)| *r = go * x);
+        row[nin] = go;
+    }
+}
+
+/// The ghost norm of a linear layer's gradient: `‖g ⊗ [a; 1]‖² = ‖g‖²·(‖a‖² + 1)`.
+#[inline]
+pub(super) fn linear_squared_norm(grad_out: &[f32], a: &[f32]) -> f32 {
+    sum_of_squares(grad_out) * (sum_of_squares(a) + 1.0)
+}
+
+/// `d input = Wᵀ·g` of a linear layer (bias column skipped).
+#[inline]
+pub(super) fn linear_input_gradient(
+    nin: usize,
+    nout: usize,
+    params: &[f32],
+    grad_out: &[f32],
+    grad_in: &mut [f32],
+) {
+    grad_in.fill(0.0);
+    for (o, &go) in grad_out.iter().enumerate().take(nout) {
+        let row = &params[o * (nin + 1)..][..nin];
+        grad_in.iter_mut().zip(row).for_each(|(g, &w)| *g += go * w);
+    }
+}
+
+/// Where a conv layer's weight gradient goes.
+pub(super) enum ConvTarget<'a> {
+    /// Added to the chunk's sum (plain backward, no norm).
+    Accumulate(&'a mut [f32]),
+    /// Written out, its squared norm into the second field.
+    Write(&'a mut [f32], &'a mut f32),
+}
+
+/// One sample's conv weight gradient `Gᵀ·U`, with its im2col `U` recomputed into `u`
+/// rather than stored.
+#[inline]
+pub(super) fn conv_weight_gradient(
+    g: &ConvGeometry,
+    cout: usize,
+    a: &[f32],
+    grad_out: &[f32],
+    u: &mut [f32],
+    target: ConvTarget<'_>,
+) {
+    let (rows, cols) = (g.rows(), g.cols());
+    im2col(g, a, u);
+    // psg (Cout × cols) = Gᵀ (Cout × L) · U (L × cols), G stored (L × Cout).
+    let (dst, accumulate, norm) = match target {
+        ConvTarget::Accumulate(dst) => (dst, true, None),
+        ConvTarget::Write(dst, norm) => (dst, false, Some(norm)),
+    };
+    matmul(
+        cout,
+        cols,
+        rows,
+        dst,
+        cols,
+        accumulate,
+        Mat {
+            data: grad_out,
+            row_stride: 1,
+            col_stride: cout,
+        },
+        Mat {
+            data: u,
+            row_stride: cols,
+            col_stride: 1,
+        },
+    );
+    if let Some(norm) = norm {
+        *norm = sum_of_squares(dst);
+    }
+}
+
+/// A conv layer's input gradient: `dU (L × cols) = G (L × Cout) · W (Cout × cols)` into
+/// `du`, then col2im into `grad_in`.
+#[inline]
+pub(super) fn conv_input_gradient(
+    g: &ConvGeometry,
+    cout: usize,
+    params: &[f32],
+    grad_out: &[f32],
+    du: &mut [f32],
+    grad_in: &mut [f32],
+) {
+    let (rows, cols) = (g.rows(), g.cols());
+    matmul(
+        rows,
+        cols,
+        cout,
+        du,
+        cols,
+        false,
+        Mat {
+            data: grad_out,
+            row_stride: cout,
+            col_stride: 1,
+        },
+        Mat {
+            data: params,
+            row_stride: cols,
+            col_stride: 1,
+        },
+    );
+    col2im(g, du, grad_in);
+}
+
+/// `g·(1 − t²)` from the layer's output `t = tanh(x)`.
+#[inline]
+pub(super) fn tanh_backward(grad_out: &[f32], out: &[f32], grad_in: &mut [f32]) {
+    grad_in
+        .iter_mut()
+        .zip(grad_out)
+        .zip(out)
+        .for_each(|((gi, &go), &t)| *gi = go * (1.0 - t * t));
+}
+
+/// `g` where the output is positive, 0 elsewhere.
+#[inline]
+pub(super) fn relu_backward(grad_out: &[f32], out: &[f32], grad_in: &mut [f32]) {
+    grad_in
+        .iter_mut()
+        .zip(grad_out)
+        .zip(out)
+        .for_each(|((gi, &go), &y)| *gi = if y > 0.0 { go } else { 0.0 });
+}
+
+/// Each output's gradient to the input its forward recorded as the window's maximum.
+#[inline]
+pub(super) fn max_pool_backward(grad_out: &[f32], arg: &[u32], grad_in: &mut [f32]) {
+    grad_in.fill(0.0);
+    for (&go, &idx) in grad_out.iter().zip(arg) {
+        grad_in[idx as usize] += go;
+    }
+}
+
+/// Each output's gradient, divided by the window size, to every input of its window.
+#[inline]
+pub(super) fn avg_pool_backward(
+    layer: &LayerPlan,
+    kernel: usize,
+    stride: usize,
+    grad_out: &[f32],
+    grad_in: &mut [f32],
+) {
+    grad_in.fill(0.0);
+    let ((_, w, c), (oh, ow, _)) = (layer.input, layer.output);
+    let scale = 1.0 / (kernel * kernel) as f32;
+    for oy in 0..oh {
+        for ox in 0..ow {
+            for ch in 0..c {
+                let go = grad_out[(oy * ow + ox) * c + ch] * scale;
+                for ky in 0..kernel {
+                    for kx in 0..kernel {
+                        grad_in[((oy * stride + ky) * w + ox * stride + kx) * c + ch] += go;
+                    }
+                }
+            }
+        }
+    }
+}

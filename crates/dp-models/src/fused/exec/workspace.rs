@@ -1,0 +1,176 @@
+//! The buffers of the executor: activations kept between the forward and the backward,
+//! per-chunk scratch, and the layer geometry they are sized from.
+
+use super::super::spec::{size, Kind, LayerPlan, NetSpec};
+use crate::cpu::kernels::ConvGeometry;
+
+/// Chunks per batch, fixed so that sums are bit-reproducible whatever the thread count.
+pub const CHUNKS: usize = 16;
+
+/// Per-chunk scratch, sized once for the network.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Scratch {
+    /// One sample's im2col matrix.
+    pub(super) u: Vec<f32>,
+    /// Its gradient.
+    pub(super) du: Vec<f32>,
+    /// Activation gradients, in turn the output and the input gradient of a layer.
+    pub(super) grad_a: Vec<f32>,
+    /// See `grad_a`.
+    pub(super) grad_b: Vec<f32>,
+    /// One sample's parameter gradient (conv layers; every layer when materialised).
+    pub(super) psg: Vec<f32>,
+    /// The chunk's clipped gradient sum.
+    pub(super) acc: Vec<f32>,
+    /// Per sample of the chunk, each linear layer's output gradient (book-keeping).
+    pub(super) linear_grads: Vec<f32>,
+    /// Per sample of the chunk, each linear layer's clip factor.
+    pub(super) linear_factors: Vec<f32>,
+    /// One linear layer's inputs for the chunk, with a ones column.
+    pub(super) linear_inputs: Vec<f32>,
+    /// One sample's squared norm per parametric layer.
+    pub(super) layer_sq: Vec<f32>,
+}
+
+/// Activations kept between the forward and the backward, reused across steps.
+#[derive(Clone, Debug, Default)]
+pub struct Workspace {
+    capacity: usize,
+    pub(super) batch: usize,
+    /// The batch's input, NHWC.
+    pub(super) input: Vec<f32>,
+    /// Per layer, the batch's outputs.
+    pub(super) outputs: Vec<Vec<f32>>,
+    /// Per max-pool layer, the input index of each output (empty for other layers).
+    pub(super) argmax: Vec<Vec<u32>>,
+    pub(super) scratch: Vec<Scratch>,
+}
+
+/// The activations of the last forward, read by the backward.
+#[derive(Clone, Copy)]
+pub(super) struct Activations<'a> {
+    input: &'a [f32],
+    outputs: &'a [Vec<f32>],
+    argmax: &'a [Vec<u32>],
+}
+
+impl<'a> Activations<'a> {
+    /// Sample `i`'s input to layer `l`, of `len` values.
+    #[inline]
+    pub(super) fn layer_input(&self, l: usize, i: usize, len: usize) -> &'a [f32] {
+        if l == 0 {
+            &self.input[i * len..][..len]
+        } else {
+            &self.outputs[l - 1][i * len..][..len]
+        }
+    }
+
+    /// Sample `i`'s output of layer `l`, of `len` values.
+    #[inline]
+    pub(super) fn layer_output(&self, l: usize, i: usize, len: usize) -> &'a [f32] {
+        &self.outputs[l][i * len..][..len]
+    }
+
+    /// Sample `i`'s argmax of max-pool layer `l`, of `len` values.
+    #[inline]
+    pub(super) fn argmax(&self, l: usize, i: usize, len: usize) -> &'a [u32] {
+        &self.argmax[l][i * len..][..len]
+    }
+}
+
+impl Workspace {
+    /// The batch size of the last forward (0 before any).
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The activations of the last forward, and the per-chunk scratch.
+    pub(super) fn split(&mut self) -> (Activations<'_>, &mut [Scratch]) {
+        let activations = Activations {
+            input: &self.input,
+            outputs: &self.outputs,
+            argmax: &self.argmax,
+        };
+        (activations, &mut self.scratch)
+    }
+
+    /// Grows (never shrinks) the buffers to hold `batch` samples of `spec`.
+    pub(super) fn ensure(&mut self, spec: &NetSpec, batch: usize) {
+        let layers = &spec.layers;
+        if self.outputs.len() != layers.len() || self.scratch.len() != CHUNKS {
+            *self = Workspace::default();
+            let max_u = layers
+                .iter()
+                .filter_map(|l| conv_geometry(l).map(|g| g.rows() * g.cols()))
+                .max()
+                .unwrap_or(0);
+            let max_act = layers
+                .iter()
+                .map(|l| size(l.input).max(size(l.output)))
+                .max()
+                .unwrap_or(0);
+            let scratch = Scratch {
+                u: vec![0.0; max_u],
+                du: vec![0.0; max_u],
+                grad_a: vec![0.0; max_act],
+                grad_b: vec![0.0; max_act],
+                psg: vec![0.0; spec.num_params],
+                acc: vec![0.0; spec.num_params],
+                linear_grads: Vec::new(),
+                linear_factors: Vec::new(),
+                linear_inputs: Vec::new(),
+                layer_sq: vec![0.0; layers.iter().filter(|l| l.params.1 > 0).count()],
+            };
+            self.scratch = vec![scratch; CHUNKS];
+            self.outputs = vec![Vec::new(); layers.len()];
+            self.argmax = vec![Vec::new(); layers.len()];
+        }
+        if batch > self.capacity {
+            self.capacity = batch;
+            self.input.resize(batch * spec.input_size(), 0.0);
+            for (l, layer) in layers.iter().enumerate() {
+                self.outputs[l].resize(batch * size(layer.output), 0.0);
+                if matches!(layer.kind, Kind::MaxPool { .. }) {
+                    self.argmax[l].resize(batch * size(layer.output), 0);
+                }
+            }
+        }
+        self.batch = batch;
+    }
+}
+
+/// The geometry of a conv layer (`None` for other kinds).
+pub(super) fn conv_geometry(layer: &LayerPlan) -> Option<ConvGeometry> {
+    match layer.kind {
+        Kind::Conv {
+            kernel,
+            stride,
+            padding,
+            cin,
+            ..
+        } => Some(ConvGeometry {
+            h: layer.input.0,
+            w: layer.input.1,
+            cin,
+            kernel,
+            stride,
+            padding,
+            oh: layer.output.0,
+            ow: layer.output.1,
+        }),
+        _ => None,
+    }
+}
+
+/// Samples per chunk for a batch.
+pub(super) fn chunk_len(batch: usize) -> usize {
+    batch.div_ceil(CHUNKS).max(1)
+}
+
+/// (in, out) of a linear layer.
+pub(super) fn linear_shape(layer: &LayerPlan) -> Option<(usize, usize)> {
+    match layer.kind {
+        Kind::Linear { nin, nout } => Some((nin, nout)),
+        _ => None,
+    }
+}
