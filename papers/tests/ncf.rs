@@ -100,6 +100,6 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
     let bad = Tensor::from_vec(vec![7.0f32, 0.0], (1, 2), &Device::Cpu).expect("bad");
     assert!(matches!(
         model.clipped_cross_entropy_gradient(&bad, &[0], 5, ClipRule::None),
-        Err(Error::InvalidModel(_))
+        Err(Error::InvalidModel { part: "NCF", .. })
     ));
 }

@@ -36,18 +36,67 @@ pub enum Error {
         /// The error.
         source: std::io::Error,
     },
-    /// Data (samples, words, splits) is inconsistent with what was asked of it.
-    #[error("invalid data: {0}")]
-    InvalidData(String),
-    /// A network or model configuration is invalid.
-    #[error("invalid model: {0}")]
-    InvalidModel(String),
+    /// Data (records, words, splits) is inconsistent with what was asked of it.
+    #[error("invalid data ({what}): {reason}")]
+    InvalidData {
+        /// Which data: `dataset`, `word pairs`, `corpus`, …
+        what: &'static str,
+        /// What is wrong, naming the first bad record where there is one.
+        reason: String,
+    },
+    /// A network, a layer or its weights do not fit together, or a model was used outside
+    /// what it supports.
+    #[error("invalid model ({part}): {reason}")]
+    InvalidModel {
+        /// Which part: `network spec`, `Linear`, `autograd model`, `labels`, …
+        part: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A numeric parameter is outside its domain.
+    #[error("{name} ({value}) {reason}")]
+    InvalidParameter {
+        /// The parameter's name, as the API spells it.
+        name: &'static str,
+        /// The offending value.
+        value: f64,
+        /// What the value must satisfy.
+        reason: &'static str,
+    },
     /// An error from Candle.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
     /// An error from the mechanisms crate (the noise source).
     #[error(transparent)]
     Mechanisms(#[from] dp_mechanisms::Error),
+}
+
+impl Error {
+    /// [`Error::InvalidModel`] of `part`.
+    pub fn invalid_model(part: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidModel {
+            part,
+            reason: reason.into(),
+        }
+    }
+
+    /// [`Error::InvalidData`] of `what`.
+    pub fn invalid_data(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidData {
+            what,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<dp_accounting::validate::ParameterError> for Error {
+    fn from(e: dp_accounting::validate::ParameterError) -> Self {
+        Error::InvalidParameter {
+            name: e.name,
+            value: e.value,
+            reason: e.reason,
+        }
+    }
 }
 
 /// `Result` with this crate's [`Error`].

@@ -6,15 +6,19 @@ use crate::error::{Error, Result};
 /// [`cross_entropy`] indexes by label, so callers check first rather than panic.
 pub fn check_labels(logits: usize, labels: &[u32], classes: usize) -> Result<()> {
     if logits != labels.len() * classes {
-        return Err(Error::InvalidModel(format!(
-            "{logits} logits for {} labels of {classes} classes",
-            labels.len()
-        )));
+        return Err(Error::invalid_model(
+            "labels",
+            format!(
+                "{logits} logits for {} labels of {classes} classes",
+                labels.len()
+            ),
+        ));
     }
     match labels.iter().find(|&&y| y as usize >= classes) {
-        Some(label) => Err(Error::InvalidModel(format!(
-            "label {label} out of range for {classes} classes"
-        ))),
+        Some(label) => Err(Error::invalid_model(
+            "labels",
+            format!("label {label} out of range for {classes} classes"),
+        )),
         None => Ok(()),
     }
 }

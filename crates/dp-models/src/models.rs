@@ -154,10 +154,13 @@ pub fn mlp(
 /// example `FusedModel::to_torch()`, so both tiers can run the same network).
 pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Result<AutogradModel> {
     if weights.len() != 4 {
-        return Err(Error::InvalidModel(format!(
-            "the MNIST CNN has 4 parametric layers, got {}",
-            weights.len()
-        )));
+        return Err(Error::invalid_model(
+            "MNIST CNN weights",
+            format!(
+                "the MNIST CNN has 4 parametric layers, got {}",
+                weights.len()
+            ),
+        ));
     }
     let act = || match activation {
         Activation::Tanh => Stage::Tanh,

@@ -168,11 +168,14 @@ impl PrivateModel for AutogradModel {
 
     fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
         if theta.len() != self.num_params() {
-            return Err(Error::InvalidModel(format!(
-                "{} values for {} parameters",
-                theta.len(),
-                self.num_params()
-            )));
+            return Err(Error::invalid_model(
+                "parameters",
+                format!(
+                    "{} values for {} parameters",
+                    theta.len(),
+                    self.num_params()
+                ),
+            ));
         }
         let mut offset = 0;
         for v in self.vars() {

@@ -82,7 +82,10 @@ impl NcfModel {
     /// bias 0, all from `noise`.
     pub fn new(shape: NcfShape, noise: &mut NoiseSource) -> Result<Self> {
         if shape.users == 0 || shape.items == 0 || shape.classes == 0 {
-            return Err(Error::InvalidModel(format!("empty NCF shape {shape:?}")));
+            return Err(Error::invalid_model(
+                "NCF",
+                format!("empty NCF shape {shape:?}"),
+            ));
         }
         let o = shape.offsets();
         let mut theta = vec![0.0f32; shape.num_params()];
@@ -107,25 +110,29 @@ impl NcfModel {
     fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Vec<f32>>> {
         self.theta
             .read()
-            .map_err(|_| Error::InvalidModel("NCF parameters poisoned".into()))
+            .map_err(|_| Error::invalid_model("NCF", "NCF parameters poisoned"))
     }
 
     fn ids(&self, x: &Tensor) -> Result<Vec<(usize, usize)>> {
         let (_, width) = x.dims2()?;
         if width != 2 {
-            return Err(Error::InvalidModel(format!(
-                "NCF input has {width} columns, expected [user, item]"
-            )));
+            return Err(Error::invalid_model(
+                "NCF",
+                format!("NCF input has {width} columns, expected [user, item]"),
+            ));
         }
         let flat: Vec<f32> = x.flatten_all()?.to_vec1()?;
         flat.chunks(2)
             .map(|p| {
                 let (u, i) = (p[0] as usize, p[1] as usize);
                 if p[0] < 0.0 || p[1] < 0.0 || u >= self.shape.users || i >= self.shape.items {
-                    Err(Error::InvalidModel(format!(
-                        "NCF ids ({}, {}) outside {} users × {} items",
-                        p[0], p[1], self.shape.users, self.shape.items
-                    )))
+                    Err(Error::invalid_model(
+                        "NCF",
+                        format!(
+                            "NCF ids ({}, {}) outside {} users × {} items",
+                            p[0], p[1], self.shape.users, self.shape.items
+                        ),
+                    ))
                 } else {
                     Ok((u, i))
                 }
@@ -249,16 +256,19 @@ impl PrivateModel for NcfModel {
 
     fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
         if theta.len() != self.num_params() {
-            return Err(Error::InvalidModel(format!(
-                "{} values for {} parameters",
-                theta.len(),
-                self.num_params()
-            )));
+            return Err(Error::invalid_model(
+                "NCF",
+                format!(
+                    "{} values for {} parameters",
+                    theta.len(),
+                    self.num_params()
+                ),
+            ));
         }
         let mut guard = self
             .theta
             .write()
-            .map_err(|_| Error::InvalidModel("NCF parameters poisoned".into()))?;
+            .map_err(|_| Error::invalid_model("NCF", "NCF parameters poisoned"))?;
         guard.copy_from_slice(theta);
         Ok(())
     }
@@ -291,10 +301,10 @@ impl Classifier for NcfModel {
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
         if classes != self.shape.classes || labels.iter().any(|&y| y as usize >= classes) {
-            return Err(Error::InvalidModel(format!(
-                "labels must be < {} classes",
-                self.shape.classes
-            )));
+            return Err(Error::invalid_model(
+                "NCF",
+                format!("labels must be < {} classes", self.shape.classes),
+            ));
         }
         let theta = self.read()?;
         let ids = self.ids(x)?;

@@ -49,13 +49,19 @@ impl AutogradModel {
         let mut grad_outs = Vec::new();
         for entry in &tape.entries {
             let probe = entry.probe.as_ref().ok_or_else(|| {
-                Error::InvalidModel("a tape entry without a probe outside direct mode".into())
+                Error::invalid_model(
+                    "autograd model",
+                    "a tape entry without a probe outside direct mode",
+                )
             })?;
             grad_outs.push(grads.get(probe.as_tensor()).cloned().ok_or_else(|| {
-                Error::InvalidModel(format!(
-                    "stage {} received no gradient: it is not on the loss's path",
-                    entry.layer
-                ))
+                Error::invalid_model(
+                    "autograd model",
+                    format!(
+                        "stage {} received no gradient: it is not on the loss's path",
+                        entry.layer
+                    ),
+                )
             })?);
         }
         Ok((tape, losses, grad_outs))
@@ -71,15 +77,18 @@ impl AutogradModel {
         dlogits: Tensor,
     ) -> Result<Vec<Tensor>> {
         if tape.stage_inputs.len() != self.stages.len() {
-            return Err(Error::InvalidModel(
-                "direct backward: the forward did not record every stage".into(),
+            return Err(Error::invalid_model(
+                "autograd model",
+                "direct backward: the forward did not record every stage",
             ));
         }
         let first_layer = self
             .stages
             .iter()
             .position(|s| matches!(s, Stage::Layer(_)))
-            .ok_or_else(|| Error::InvalidModel("the model has no parametric layer".into()))?;
+            .ok_or_else(|| {
+                Error::invalid_model("autograd model", "the model has no parametric layer")
+            })?;
         let mut grad_outs: Vec<Option<Tensor>> = vec![None; tape.entries.len()];
         let mut g = dlogits;
         for (i, stage) in self.stages.iter().enumerate().rev() {
@@ -92,7 +101,10 @@ impl AutogradModel {
                         .iter()
                         .position(|e| e.layer == i)
                         .ok_or_else(|| {
-                            Error::InvalidModel(format!("stage {i} recorded no tape entry"))
+                            Error::invalid_model(
+                                "autograd model",
+                                format!("stage {i} recorded no tape entry"),
+                            )
                         })?;
                     grad_outs[slot] = Some(g.clone());
                     if i == first_layer {
@@ -113,8 +125,9 @@ impl AutogradModel {
                 )?,
                 Stage::Flatten | Stage::Image { .. } => g.reshape(input.shape())?,
                 Stage::MeanOverTime => {
-                    return Err(Error::InvalidModel(
-                        "direct backward: mean over time has no CPU backward".into(),
+                    return Err(Error::invalid_model(
+                        "autograd model",
+                        "direct backward: mean over time has no CPU backward",
                     ))
                 }
             };
@@ -124,10 +137,13 @@ impl AutogradModel {
             .enumerate()
             .map(|(slot, g)| {
                 g.ok_or_else(|| {
-                    Error::InvalidModel(format!(
-                        "stage {} received no gradient: it is not on the loss's path",
-                        tape.entries[slot].layer
-                    ))
+                    Error::invalid_model(
+                        "autograd model",
+                        format!(
+                            "stage {} received no gradient: it is not on the loss's path",
+                            tape.entries[slot].layer
+                        ),
+                    )
                 })
             })
             .collect()

@@ -26,8 +26,9 @@ impl DpConv2d {
     pub fn new(weight: Tensor, bias: Tensor, stride: usize, padding: usize) -> Result<Self> {
         let (cout, _, kh, kw) = weight.dims4()?;
         if kh != kw || bias.dims1()? != cout || stride == 0 {
-            return Err(Error::InvalidModel(
-                "conv weight must be (Cout, Cin, k, k) with a (Cout) bias and stride >= 1".into(),
+            return Err(Error::invalid_model(
+                "Conv2d",
+                "conv weight must be (Cout, Cin, k, k) with a (Cout) bias and stride >= 1",
             ));
         }
         Ok(DpConv2d {
@@ -43,9 +44,10 @@ impl DpConv2d {
         let (_, channels, height, width) = input.dims4()?;
         let (_, _, kernel, _) = self.weight.as_tensor().dims4()?;
         if height + 2 * self.padding < kernel || width + 2 * self.padding < kernel {
-            return Err(Error::InvalidModel(format!(
-                "conv kernel {kernel} exceeds the padded input {height}×{width}"
-            )));
+            return Err(Error::invalid_model(
+                "Conv2d",
+                format!("conv kernel {kernel} exceeds the padded input {height}×{width}"),
+            ));
         }
         Ok(Unfold {
             channels,

@@ -30,10 +30,10 @@ impl AutogradModel {
     ) -> Result<AutogradGradients> {
         let batch = x.dim(0)?;
         if batch != labels.len() {
-            return Err(Error::InvalidModel(format!(
-                "{batch} examples but {} labels",
-                labels.len()
-            )));
+            return Err(Error::invalid_model(
+                "autograd model",
+                format!("{batch} examples but {} labels", labels.len()),
+            ));
         }
         if !self.cpu_ops_apply(x) || batch <= self.cpu_chunk {
             return self.private_gradients_of_chunk(x, labels, rule);
@@ -58,7 +58,7 @@ impl AutogradModel {
                 }
             });
         }
-        total.ok_or_else(|| Error::InvalidModel("empty batch".into()))
+        total.ok_or_else(|| Error::invalid_model("autograd model", "empty batch"))
     }
 
     fn private_gradients_of_chunk(
@@ -78,8 +78,9 @@ impl AutogradModel {
             );
         }
         if layer_norms.is_empty() {
-            return Err(Error::InvalidModel(
-                "the model has no parametric layer".into(),
+            return Err(Error::invalid_model(
+                "autograd model",
+                "the model has no parametric layer",
             ));
         }
         let batch = layer_norms[0].len();
@@ -112,19 +113,25 @@ impl AutogradModel {
     fn check_clipped_sums(&self, clipped_sums: &[Tensor]) -> Result<()> {
         let vars = self.vars();
         if clipped_sums.len() != vars.len() {
-            return Err(Error::InvalidModel(format!(
-                "refusing to step: {} of {} parameters have a clipped gradient",
-                clipped_sums.len(),
-                vars.len()
-            )));
+            return Err(Error::invalid_model(
+                "autograd model",
+                format!(
+                    "refusing to step: {} of {} parameters have a clipped gradient",
+                    clipped_sums.len(),
+                    vars.len()
+                ),
+            ));
         }
         for (i, (sum, var)) in clipped_sums.iter().zip(&vars).enumerate() {
             if sum.shape() != var.as_tensor().shape() {
-                return Err(Error::InvalidModel(format!(
+                return Err(Error::invalid_model(
+                    "autograd model",
+                    format!(
                     "refusing to step: parameter {i} has shape {:?} but its clipped gradient {:?}",
                     var.as_tensor().shape(),
                     sum.shape()
-                )));
+                ),
+                ));
             }
         }
         Ok(())

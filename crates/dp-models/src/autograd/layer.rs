@@ -30,8 +30,9 @@ pub trait DpLayer: Send + Sync {
     /// `dL/dx` from `dL/dz` (weights constant), for the direct backward.
     fn input_gradient(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
         let _ = (entry, grad_out);
-        Err(Error::InvalidModel(
-            "this layer has no direct input gradient".into(),
+        Err(Error::invalid_model(
+            "layer",
+            "this layer has no direct input gradient",
         ))
     }
     /// Whether the layer reads integer token ids (datasets store them as floats; the model

@@ -18,8 +18,9 @@ impl DpLinear {
     pub fn new(weight: Tensor, bias: Tensor) -> Result<Self> {
         let (out, _) = weight.dims2()?;
         if bias.dims1()? != out {
-            return Err(Error::InvalidModel(
-                "linear bias does not match the weight".into(),
+            return Err(Error::invalid_model(
+                "Linear",
+                "linear bias does not match the weight",
             ));
         }
         Ok(DpLinear {

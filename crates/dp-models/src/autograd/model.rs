@@ -39,11 +39,7 @@ impl AutogradModel {
     /// result is the same up to float summation order; fixed chunks keep it bit-reproducible).
     /// Portable mode (and so CUDA) always takes the whole batch at once.
     pub fn with_cpu_chunk(mut self, samples: usize) -> Result<Self> {
-        if samples == 0 {
-            return Err(Error::InvalidModel(
-                "the CPU chunk must be >= 1 sample".into(),
-            ));
-        }
+        dp_accounting::validate::at_least_one("cpu_chunk", samples)?;
         self.cpu_chunk = samples;
         Ok(self)
     }
@@ -129,9 +125,10 @@ impl AutogradModel {
     pub(super) fn layer(&self, index: usize) -> Result<&dyn DpLayer> {
         match self.stages.get(index) {
             Some(Stage::Layer(l)) => Ok(l.as_ref()),
-            _ => Err(Error::InvalidModel(format!(
-                "tape entry for stage {index}, which has no parameters"
-            ))),
+            _ => Err(Error::invalid_model(
+                "autograd model",
+                format!("tape entry for stage {index}, which has no parameters"),
+            )),
         }
     }
 }

@@ -40,9 +40,10 @@ pub enum Stage {
 pub(super) fn max_pool(a: &Tensor, kernel: usize, stride: usize) -> Result<Tensor> {
     let (_, _, h, w) = a.dims4()?;
     if h < kernel || w < kernel {
-        return Err(Error::InvalidModel(format!(
-            "pool window {kernel} exceeds the input {h}×{w}"
-        )));
+        return Err(Error::invalid_model(
+            "pooling",
+            format!("pool window {kernel} exceeds the input {h}×{w}"),
+        ));
     }
     let (oh, ow) = ((h - kernel) / stride + 1, (w - kernel) / stride + 1);
     let index = |offset: usize, n: usize| {
@@ -66,5 +67,5 @@ pub(super) fn max_pool(a: &Tensor, kernel: usize, stride: usize) -> Result<Tenso
             });
         }
     }
-    best.ok_or_else(|| Error::InvalidModel("empty pool window".into()))
+    best.ok_or_else(|| Error::invalid_model("pooling", "empty pool window"))
 }

@@ -248,8 +248,9 @@ impl AdultBinariser {
                 .map(|r| numeric(r, column))
                 .collect::<Result<Vec<_>>>()?;
             if values.is_empty() {
-                return Err(Error::InvalidModel(
-                    "no Adult records to fit bins on".into(),
+                return Err(Error::invalid_data(
+                    "Adult",
+                    "no Adult records to fit bins on",
                 ));
             }
             values.sort_by(f64::total_cmp);

@@ -65,28 +65,37 @@ impl Dataset {
     pub fn validate(&self) -> Result<()> {
         let size = self.example_size();
         if size == 0 || self.features.len() != self.len() * size {
-            return Err(Error::InvalidData(format!(
-                "{} feature values for {} records of {size} values each",
-                self.features.len(),
-                self.len()
-            )));
+            return Err(Error::invalid_data(
+                "dataset",
+                format!(
+                    "{} feature values for {} records of {size} values each",
+                    self.features.len(),
+                    self.len()
+                ),
+            ));
         }
         if self.classes == 0 {
-            return Err(Error::InvalidData("the dataset has 0 classes".into()));
+            return Err(Error::invalid_data("dataset", "the dataset has 0 classes"));
         }
         if let Some(i) = self.labels.iter().position(|&y| y as usize >= self.classes) {
-            return Err(Error::InvalidData(format!(
-                "record {i} has label {} but there are {} classes",
-                self.labels[i], self.classes
-            )));
+            return Err(Error::invalid_data(
+                "dataset",
+                format!(
+                    "record {i} has label {} but there are {} classes",
+                    self.labels[i], self.classes
+                ),
+            ));
         }
         if let Some(j) = self.features.iter().position(|v| !v.is_finite()) {
-            return Err(Error::InvalidData(format!(
-                "record {} has a non-finite feature ({}) at position {}",
-                j / size,
-                self.features[j],
-                j % size
-            )));
+            return Err(Error::invalid_data(
+                "dataset",
+                format!(
+                    "record {} has a non-finite feature ({}) at position {}",
+                    j / size,
+                    self.features[j],
+                    j % size
+                ),
+            ));
         }
         Ok(())
     }
@@ -116,10 +125,13 @@ impl Dataset {
     pub fn gather(&self, batch: &[usize]) -> Result<(Tensor, Vec<u32>)> {
         let size = self.example_size();
         if let Some(&i) = batch.iter().find(|&&i| i >= self.len()) {
-            return Err(Error::InvalidData(format!(
-                "example {i} requested from a dataset of {} records",
-                self.len()
-            )));
+            return Err(Error::invalid_data(
+                "dataset",
+                format!(
+                    "example {i} requested from a dataset of {} records",
+                    self.len()
+                ),
+            ));
         }
         let mut features = Vec::with_capacity(batch.len() * size);
         for &i in batch {

@@ -96,9 +96,11 @@ pub fn movielens_datasets(
     split_seed: u64,
 ) -> Result<(Dataset, Dataset, MovieLensShape)> {
     if !(0.0..1.0).contains(&test_fraction) {
-        return Err(Error::InvalidModel(format!(
-            "test fraction {test_fraction} must be in [0, 1)"
-        )));
+        return Err(Error::InvalidParameter {
+            name: "test_fraction",
+            value: test_fraction,
+            reason: "must be in [0, 1)",
+        });
     }
     let items: BTreeMap<u32, u32> = ratings
         .iter()

@@ -130,9 +130,9 @@ pub fn from_torch(spec: &NetSpec, layers: &[TorchLayer]) -> Result<Vec<f32>> {
         if count == 0 {
             continue;
         }
-        let t = given
-            .next()
-            .ok_or_else(|| Error::InvalidModel("fewer tensors than parametric layers".into()))?;
+        let t = given.next().ok_or_else(|| {
+            Error::invalid_model("PyTorch layout", "fewer tensors than parametric layers")
+        })?;
         let params = &mut theta[offset..][..count];
         match layer.kind {
             Kind::Conv {
@@ -142,10 +142,13 @@ pub fn from_torch(spec: &NetSpec, layers: &[TorchLayer]) -> Result<Vec<f32>> {
                     || t.bias.len() != cout
                     || t.weight.len() != cout * cin * kernel * kernel
                 {
-                    return Err(Error::InvalidModel(format!(
-                        "conv weight shape {:?}, expected [{cout}, {cin}, {kernel}, {kernel}]",
-                        t.weight_shape
-                    )));
+                    return Err(Error::invalid_model(
+                        "PyTorch layout",
+                        format!(
+                            "conv weight shape {:?}, expected [{cout}, {cin}, {kernel}, {kernel}]",
+                            t.weight_shape
+                        ),
+                    ));
                 }
                 let cols = kernel * kernel * cin + 1;
                 for o in 0..cout {
@@ -165,10 +168,13 @@ pub fn from_torch(spec: &NetSpec, layers: &[TorchLayer]) -> Result<Vec<f32>> {
                     || t.bias.len() != nout
                     || t.weight.len() != nout * nin
                 {
-                    return Err(Error::InvalidModel(format!(
-                        "linear weight shape {:?}, expected [{nout}, {nin}]",
-                        t.weight_shape
-                    )));
+                    return Err(Error::invalid_model(
+                        "PyTorch layout",
+                        format!(
+                            "linear weight shape {:?}, expected [{nout}, {nin}]",
+                            t.weight_shape
+                        ),
+                    ));
                 }
                 for o in 0..nout {
                     for j in 0..nin {
@@ -181,8 +187,9 @@ pub fn from_torch(spec: &NetSpec, layers: &[TorchLayer]) -> Result<Vec<f32>> {
         }
     }
     if given.next().is_some() {
-        return Err(Error::InvalidModel(
-            "more tensors than parametric layers".into(),
+        return Err(Error::invalid_model(
+            "PyTorch layout",
+            "more tensors than parametric layers",
         ));
     }
     Ok(theta)

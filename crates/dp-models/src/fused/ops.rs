@@ -125,11 +125,14 @@ impl FusedModel {
     /// A model with the given θ (internal layout).
     pub fn from_theta(spec: NetSpec, theta: Vec<f32>) -> Result<Self> {
         if theta.len() != spec.num_params() {
-            return Err(Error::InvalidModel(format!(
-                "θ has {} values, the network {}",
-                theta.len(),
-                spec.num_params()
-            )));
+            return Err(Error::invalid_model(
+                "fused model",
+                format!(
+                    "θ has {} values, the network {}",
+                    theta.len(),
+                    spec.num_params()
+                ),
+            ));
         }
         let theta = Var::from_tensor(&Tensor::from_vec(theta, spec.num_params(), &Device::Cpu)?)?;
         Ok(FusedModel {
@@ -176,10 +179,12 @@ impl FusedModel {
     pub fn load_safetensors(spec: NetSpec, path: &std::path::Path) -> Result<Self> {
         let tensors = candle_core::safetensors::load(path, &Device::Cpu)?;
         let get = |name: String| {
-            tensors
-                .get(&name)
-                .cloned()
-                .ok_or_else(|| Error::InvalidModel(format!("{}: no tensor {name}", path.display())))
+            tensors.get(&name).cloned().ok_or_else(|| {
+                Error::invalid_model(
+                    "fused model",
+                    format!("{}: no tensor {name}", path.display()),
+                )
+            })
         };
         let mut layers = Vec::new();
         for (index, _) in spec
@@ -245,7 +250,7 @@ impl FusedModel {
         let mut ws = self
             .ws
             .lock()
-            .map_err(|_| Error::InvalidModel("workspace poisoned".into()))?;
+            .map_err(|_| Error::invalid_model("fused model", "workspace poisoned"))?;
         Ok(per_sample_gradients(&self.spec, &theta, dlogits, &mut ws))
     }
 }

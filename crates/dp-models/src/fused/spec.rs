@@ -102,11 +102,15 @@ impl NetSpec {
     /// Validates `layers` for an input of `channels × height × width`.
     pub fn new(channels: usize, height: usize, width: usize, layers: &[LayerSpec]) -> Result<Self> {
         let bad = |i: usize, why: String| {
-            Error::InvalidModel(format!("layer {i} ({:?}): {why}", layers[i]))
+            Error::invalid_model(
+                "network spec",
+                format!("layer {i} ({:?}): {why}", layers[i]),
+            )
         };
         if channels == 0 || height == 0 || width == 0 {
-            return Err(Error::InvalidModel(
-                "the input shape must be non-empty".into(),
+            return Err(Error::invalid_model(
+                "network spec",
+                "the input shape must be non-empty",
             ));
         }
         let mut shape: Shape3 = (height, width, channels);
@@ -194,12 +198,16 @@ impl NetSpec {
             shape = output;
         }
         if plans.is_empty() || shape.0 != 1 || shape.1 != 1 {
-            return Err(Error::InvalidModel(
-                "the network must end in a flat output (Linear)".into(),
+            return Err(Error::invalid_model(
+                "network spec",
+                "the network must end in a flat output (Linear)",
             ));
         }
         if offset == 0 {
-            return Err(Error::InvalidModel("the network has no parameters".into()));
+            return Err(Error::invalid_model(
+                "network spec",
+                "the network has no parameters",
+            ));
         }
         Ok(NetSpec {
             input: (height, width, channels),

@@ -141,9 +141,10 @@ impl CanaryRanker {
         let mut by_first: HashMap<u32, Vec<usize>> = HashMap::new();
         for (i, c) in canaries.iter().enumerate() {
             if c.words.iter().any(|&w| w as usize >= v) {
-                return Err(Error::InvalidData(format!(
-                    "canary {i} has a word outside the vocabulary"
-                )));
+                return Err(Error::invalid_data(
+                    "canaries",
+                    format!("canary {i} has a word outside the vocabulary"),
+                ));
             }
             by_first.entry(c.words[0]).or_default().push(i);
         }

@@ -115,7 +115,10 @@ impl NoiseDistribution {
             })
             .collect();
         if total <= 0.0 {
-            return Err(Error::InvalidData("no words to draw negatives from".into()));
+            return Err(Error::invalid_data(
+                "corpus",
+                "no words to draw negatives from",
+            ));
         }
         Ok(NoiseDistribution {
             cdf: cdf.into_iter().map(|c| c / total).collect(),
@@ -172,11 +175,14 @@ pub fn build_word2vec_data(
     let mut ranked: Vec<(&str, u64)> = counts.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     if ranked.len() < config.vocabulary {
-        return Err(Error::InvalidData(format!(
-            "the corpus has {} distinct non-stop words, fewer than the vocabulary of {}",
-            ranked.len(),
-            config.vocabulary
-        )));
+        return Err(Error::invalid_data(
+            "corpus",
+            format!(
+                "the corpus has {} distinct non-stop words, fewer than the vocabulary of {}",
+                ranked.len(),
+                config.vocabulary
+            ),
+        ));
     }
     ranked.truncate(config.vocabulary);
     let vocabulary: Vec<String> = ranked.iter().map(|(w, _)| w.to_string()).collect();
@@ -204,10 +210,13 @@ pub fn build_word2vec_data(
     }
     let needed = config.train + config.validation + config.test;
     if pairs.len() < needed {
-        return Err(Error::InvalidData(format!(
-            "the corpus yields {} (target, context) pairs, fewer than the {needed} requested",
-            pairs.len()
-        )));
+        return Err(Error::invalid_data(
+            "corpus",
+            format!(
+                "the corpus yields {} (target, context) pairs, fewer than the {needed} requested",
+                pairs.len()
+            ),
+        ));
     }
     let mut rng = NoiseSource::seeded(config.seed);
     shuffle(&mut pairs, &mut rng);

@@ -92,10 +92,13 @@ impl SharedEmbedding {
     /// From given weights (`vocabulary × dim`, row-major).
     pub fn from_weights(vocabulary: usize, dim: usize, weights: Vec<f32>) -> Result<Self> {
         if weights.len() != vocabulary * dim || dim == 0 {
-            return Err(Error::InvalidModel(format!(
-                "{} weights for a {vocabulary} × {dim} embedding",
-                weights.len()
-            )));
+            return Err(Error::invalid_model(
+                "shared embedding",
+                format!(
+                    "{} weights for a {vocabulary} × {dim} embedding",
+                    weights.len()
+                ),
+            ));
         }
         Ok(SharedEmbedding {
             vocabulary,
@@ -150,9 +153,10 @@ impl SharedEmbedding {
         if ok {
             Ok(())
         } else {
-            Err(Error::InvalidData(format!(
-                "sample {i} names a word outside the vocabulary of {v}"
-            )))
+            Err(Error::invalid_data(
+                "word pairs",
+                format!("sample {i} names a word outside the vocabulary of {v}"),
+            ))
         }
     }
 
@@ -222,16 +226,18 @@ impl SharedEmbedding {
     /// `log Pr(word | context)`: log-softmax over the vocabulary of `e_w · mean(e_ctx)`.
     pub fn log_probability(&self, word: u32, context: &[u32]) -> Result<f64> {
         if context.is_empty() || word as usize >= self.vocabulary {
-            return Err(Error::InvalidData(
-                "a word and a non-empty context are needed".into(),
+            return Err(Error::invalid_data(
+                "word pairs",
+                "a word and a non-empty context are needed",
             ));
         }
         let mut mean = vec![0.0f64; self.dim];
         for &c in context {
             if c as usize >= self.vocabulary {
-                return Err(Error::InvalidData(format!(
-                    "context word {c} outside the vocabulary"
-                )));
+                return Err(Error::invalid_data(
+                    "word pairs",
+                    format!("context word {c} outside the vocabulary"),
+                ));
             }
             for (m, &x) in mean.iter_mut().zip(self.row(c)) {
                 *m += f64::from(x) / context.len() as f64;

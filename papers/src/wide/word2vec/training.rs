@@ -20,12 +20,15 @@ impl TrainingData for PairSet {
     fn validate(&self) -> Result<()> {
         let n = self.len();
         if self.contexts.len() != n || self.negatives.len() != n * self.negatives_per_sample {
-            return Err(Error::InvalidData(format!(
-                "{n} targets, {} contexts and {} negatives at {} per sample",
-                self.contexts.len(),
-                self.negatives.len(),
-                self.negatives_per_sample
-            )));
+            return Err(Error::invalid_data(
+                "word pairs",
+                format!(
+                    "{n} targets, {} contexts and {} negatives at {} per sample",
+                    self.contexts.len(),
+                    self.negatives.len(),
+                    self.negatives_per_sample
+                ),
+            ));
         }
         Ok(())
     }
@@ -101,11 +104,14 @@ impl PrivateModel for SharedEmbedding {
 
     fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
         if theta.len() != self.weights().len() {
-            return Err(Error::InvalidModel(format!(
-                "{} values for {} parameters",
-                theta.len(),
-                self.weights().len()
-            )));
+            return Err(Error::invalid_model(
+                "shared embedding",
+                format!(
+                    "{} values for {} parameters",
+                    theta.len(),
+                    self.weights().len()
+                ),
+            ));
         }
         self.weights_mut().copy_from_slice(theta);
         Ok(())
@@ -143,11 +149,14 @@ impl SparsePrivateModel for SharedEmbedding {
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
         if support.len() != self.num_params() {
-            return Err(Error::InvalidModel(format!(
-                "a support of {} coordinates for {} parameters",
-                support.len(),
-                self.num_params()
-            )));
+            return Err(Error::invalid_model(
+                "shared embedding",
+                format!(
+                    "a support of {} coordinates for {} parameters",
+                    support.len(),
+                    self.num_params()
+                ),
+            ));
         }
         let d = self.dim();
         let mut sum = vec![0.0f32; self.num_params()];
