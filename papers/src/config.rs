@@ -369,6 +369,11 @@ pub struct Published {
     pub paper: String,
     /// Full title.
     pub title: String,
+    /// Where the paper comes in a reproduction of all (1 first).
+    pub order: u32,
+    /// How reports, listings and the summary page name it: title, authors, year, and what
+    /// is reproduced.
+    pub heading: String,
     /// Citation.
     pub citation: String,
     /// The values.

@@ -36,7 +36,7 @@ use serde::Serialize;
 
 use config::Published;
 use report::{fmt, mean_sd, status, Comparison, RunHeader, TableReport};
-use table::{load_paper, Experiment, TableConfig};
+use table::{load_paper, papers, Experiment, TableConfig};
 use training::RunResult;
 
 /// Options of `cargo xtask reproduce`.
@@ -105,30 +105,6 @@ pub enum Profile {
     Full,
 }
 
-/// (id, title, the issue that builds it when not built yet).
-const PAPERS: [(&str, &str, Option<&str>); 4] = [
-    (
-        "gdp",
-        "Deep Learning with Gaussian Differential Privacy (Bu, Dong, Long & Su, HDSR 2020)",
-        None,
-    ),
-    (
-        "sa-dpsgd",
-        "SA-DPSGD: Differentially Private SGD based on Simulated Annealing (Fu, Chen, Ling et al. 2022)",
-        None,
-    ),
-    (
-        "dpd",
-        "Differentially Private Dropout (Ermis & Cemgil 2017): DPD-AC, DPD-zCDP — stand-in protocol",
-        None,
-    ),
-    (
-        "wide",
-        "Wide Network Learning with Differential Privacy (Wide-network paper): word2vec on Brown",
-        None,
-    ),
-];
-
 /// Entry point.
 pub fn run(args: ReproduceArgs) -> Result<()> {
     if args.seeds == 0 {
@@ -150,27 +126,24 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         println!("Wrote {}", page.display());
         return Ok(());
     }
-    let selected: Vec<_> = match args.paper.as_str() {
-        "all" => PAPERS.iter().collect(),
-        id => match PAPERS.iter().find(|p| p.0 == id) {
-            Some(p @ (_, _, None)) => vec![p],
-            Some((_, title, Some(issue))) => {
-                bail!("{title}: not reproducible yet ({issue} builds it)")
-            }
-            None => bail!("unknown paper {id:?}; expected one of gdp, sa-dpsgd, dpd, wide, all"),
-        },
+    let all = papers()?;
+    let selected: Vec<&str> = match args.paper.as_str() {
+        "all" => all.iter().map(|(id, _)| id.as_str()).collect(),
+        id if all.iter().any(|(p, _)| p == id) => vec![id],
+        id => {
+            let ids: Vec<&str> = all.iter().map(|(p, _)| p.as_str()).collect();
+            bail!(
+                "unknown paper {id:?}; expected one of {}, all",
+                ids.join(", ")
+            )
+        }
     };
     let started = Instant::now();
     let mut summary = Vec::new();
-    for (id, title, pending) in selected {
-        match pending {
-            Some(issue) => println!("{title}: not reproducible yet ({issue}); skipped"),
-            None => {
-                let paper_started = Instant::now();
-                let counts = run_paper(id, &args)?;
-                summary.push((*id, counts, paper_started.elapsed().as_secs_f64()));
-            }
-        }
+    for id in selected {
+        let paper_started = Instant::now();
+        let counts = run_paper(id, &args)?;
+        summary.push((id, counts, paper_started.elapsed().as_secs_f64()));
     }
     println!(
         "\nSummary ({:?} profile, {} seed(s)):",
@@ -192,18 +165,13 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
 }
 
 fn list() -> Result<()> {
-    for (id, title, pending) in PAPERS {
-        println!("{id}: {title}");
-        match pending {
-            Some(issue) => println!("    (not built yet: {issue})"),
-            None => {
-                for table in load_paper(id)?.0 {
-                    println!(
-                        "    {:<12} table {}: {}",
-                        table.heading.id, table.heading.number, table.heading.title
-                    );
-                }
-            }
+    for (id, heading) in papers()? {
+        println!("{id}: {heading}");
+        for table in load_paper(&id)?.0 {
+            println!(
+                "    {:<12} table {}: {}",
+                table.heading.id, table.heading.number, table.heading.title
+            );
         }
     }
     Ok(())
@@ -458,10 +426,8 @@ mod tests {
     /// Every checked-in config parses, ids are unique, plots and claims name real runs.
     #[test]
     fn checked_in_configs_are_consistent() -> Result<()> {
-        for (paper, _, pending) in PAPERS {
-            if pending.is_some() {
-                continue;
-            }
+        for (paper, _) in papers()? {
+            let paper = paper.as_str();
             let (tables, published) = load_paper(paper)?;
             assert!(!tables.is_empty());
             let mut ids: Vec<&str> = tables.iter().map(|t| t.heading.id.as_str()).collect();

@@ -6,8 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::table::load_paper;
-use super::PAPERS;
+use super::table::{load_paper, papers};
 
 /// Per-paper explanation pages, relative to the summary page's directory.
 fn paper_page(paper: &str) -> String {
@@ -28,7 +27,9 @@ pub fn reproduction_page(root: &Path, link_base: &str) -> Result<String> {
     );
     let mut totals: BTreeMap<&str, f64> = BTreeMap::new();
     let mut text_titles = Vec::new();
-    for (paper, title, _) in PAPERS {
+    let papers = papers()?;
+    for (paper, title) in &papers {
+        let paper = paper.as_str();
         text_titles.push(format!("- **{paper}**: {title}"));
         let (tables, _) = load_paper(paper)?;
         for table in tables {

@@ -56,6 +56,36 @@ pub fn paper_dir(paper: &str) -> PathBuf {
         .join(paper.replace('-', "_"))
 }
 
+/// The papers: every directory of `papers/src/` with a `published.json`, as
+/// (id, heading), in their `order`. A new paper is a new directory.
+pub fn papers() -> Result<Vec<(String, String)>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&root).with_context(|| format!("listing {}", root.display()))? {
+        let path = entry?.path().join("published.json");
+        if !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let published: Published =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        if paper_dir(&published.paper) != path.parent().unwrap_or(&root) {
+            bail!(
+                "{}: paper id {:?} does not name its directory",
+                path.display(),
+                published.paper
+            );
+        }
+        found.push((published.order, published.paper, published.heading));
+    }
+    found.sort();
+    Ok(found
+        .into_iter()
+        .map(|(_, id, heading)| (id, heading))
+        .collect())
+}
+
 /// A paper's tables (in file-name order) and published values.
 pub fn load_paper(paper: &str) -> Result<(Vec<TableConfig>, Published)> {
     let dir = paper_dir(paper);

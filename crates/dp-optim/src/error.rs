@@ -18,13 +18,13 @@ pub enum Error {
     },
     /// A setting that does not fit the run or the data (not a number out of its domain:
     /// a combination, a choice, a size).
-    #[error("{name} = {value}: {reason}")]
+    #[error("{name} {value} {reason}")]
     InvalidSetting {
         /// The setting's name, as the API spells it.
         name: &'static str,
         /// Its value, as text.
         value: String,
-        /// Why it does not fit.
+        /// Why it does not fit, as a predicate (`needs …`, `is …`).
         reason: String,
     },
     /// An operation that needs a ledger (a charge, a private release, a change of σ) was

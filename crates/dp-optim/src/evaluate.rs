@@ -26,7 +26,7 @@ pub(crate) fn for_each_logit_batch<M: Classifier>(
                 name: "classes",
                 value: data.classes.to_string(),
                 reason: format!(
-                    "the model gives {} logits per record",
+                    "do not match the model's {} logits per record",
                     logits.len() / ys.len().max(1)
                 ),
             });

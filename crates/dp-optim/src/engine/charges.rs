@@ -61,8 +61,8 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             return Err(Error::InvalidSetting {
                 name: "accountant",
                 value: p.accountant.name().into(),
-                reason: "its epsilon is asymptotic and may be below the true value: it can \
-                         report but not enforce a budget (enforce with rdp or pld)"
+                reason: "gives an asymptotic epsilon that may be below the true value: it \
+                         can report but not enforce a budget (enforce with rdp or pld)"
                     .into(),
             });
         }

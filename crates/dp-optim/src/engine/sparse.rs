@@ -26,8 +26,8 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             return Err(Error::InvalidSetting {
                 name: "selector",
                 value: format!("{:?}", selector.event()),
-                reason: "the step's charge does not cover this selection: begin the step \
-                         with the selector's event"
+                reason: "is not covered by the step's charge: begin the step with the \
+                         selector's event"
                     .into(),
             });
         }

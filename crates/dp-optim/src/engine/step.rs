@@ -118,8 +118,8 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             return Err(Error::InvalidSetting {
                 name: "sampler",
                 value: "shuffle".into(),
-                reason: "a joint step needs Poisson or fixed-size sampling (a shuffled \
-                         epoch's charge covers the Gaussian only)"
+                reason: "cannot take a joint step: a shuffled epoch's charge covers the \
+                         Gaussian only (use Poisson or fixed-size sampling)"
                     .into(),
             });
         }
