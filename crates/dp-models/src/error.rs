@@ -53,6 +53,16 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A trainable parameter would be released without a clipped per-sample gradient: it
+    /// is not covered by a DP layer, is used outside one, or received no per-sample
+    /// gradient. Raised before anything is released.
+    #[error("parameter {parameter} {reason}")]
+    NotPrivate {
+        /// The parameter's name in its `VarMap`.
+        parameter: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A numeric parameter is outside its domain.
     #[error("{name} ({value}) {reason}")]
     InvalidParameter {

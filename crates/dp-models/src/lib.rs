@@ -13,6 +13,8 @@
 //! * [`data`] — dataset lookup (`DP_DATA_DIR`, cache, checksum-verified download) and the
 //!   MNIST / Fashion-MNIST IDX loader.
 //! * [`loss`] — per-example cross-entropy and its gradient.
+//! * [`nn`] — DP layers for any Candle model (drop-ins for candle-nn's), any per-example
+//!   loss, on any device; [`nn::PrivateNet`] makes such a network a [`PrivateModel`].
 //! * [`autograd`] — the autograd tier (Embedding, Linear over sequences) with probe taps,
 //!   ghost norms and book-keeping clipped sums; runs on any Candle device.
 #![deny(missing_docs)]
@@ -25,6 +27,7 @@ mod error;
 pub mod fused;
 pub mod loss;
 pub mod models;
+pub mod nn;
 mod private_model;
 mod training_data;
 

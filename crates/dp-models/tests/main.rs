@@ -5,5 +5,6 @@ mod autograd;
 mod data;
 mod fixtures;
 mod fused;
+mod nn;
 mod papers_data;
 mod reference;

@@ -1,0 +1,277 @@
+//! Per-sample gradient contributions: what one use of a layer adds to each example's
+//! gradient of one parameter, and the three things the clipping needs from them — squared
+//! norms (ghost or materialised), the clipped sum, and the materialised gradients.
+
+use candle_core::{DType, Shape, Tensor};
+
+use crate::error::{Error, Result};
+
+/// The left factor of an outer-product contribution.
+#[derive(Clone, Debug)]
+pub enum Left {
+    /// Dense rows (B, K, out): e.g. a Linear layer's output gradients.
+    Dense(Tensor),
+    /// One-hot rows given by their indices (B, K) (`u32`) of width `out`: an embedding's
+    /// token ids.
+    OneHot {
+        /// The indices.
+        ids: Tensor,
+        /// The width (vocabulary size).
+        width: usize,
+    },
+}
+
+/// What one use of a layer adds to each example's gradient of one parameter.
+#[derive(Clone, Debug)]
+pub enum Contribution {
+    /// `∇ᵢ += Σₖ Lᵢₖ ⊗ Rᵢₖ` (out × in, reshaped to the parameter's shape): Linear
+    /// (`L` = output gradients, `R` = inputs), Embedding (one-hot ids, output gradients),
+    /// convolutions (`R` = unfolded patches), a bias (`R` = ones). Its squared norm can be
+    /// had without the gradient: `⟨LLᵀ, RRᵀ⟩` (ghost clipping, Li et al. 2022).
+    Outer {
+        /// `L` (B, K, out).
+        left: Left,
+        /// `R` (B, K, in).
+        right: Tensor,
+    },
+    /// The per-sample gradients themselves, (B, …parameter shape): normalisation scales
+    /// and shifts, whose per-sample gradients are as small as the parameter.
+    PerSample(Tensor),
+}
+
+/// How the squared norms of a parameter's per-sample gradients are computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NormMethod {
+    /// Ghost norms where they are cheaper than materialising, by the layer's shapes:
+    /// `K·(out + in) < out·in` (mixed ghost clipping, Bu et al. 2022).
+    #[default]
+    Auto,
+    /// Always `⟨LLᵀ, RRᵀ⟩` where every contribution is an outer product.
+    Ghost,
+    /// Always materialise the per-sample gradients.
+    Materialised,
+}
+
+impl Left {
+    fn rows(&self) -> Result<(usize, usize, usize)> {
+        Ok(match self {
+            Left::Dense(t) => t.dims3()?,
+            Left::OneHot { ids, width } => {
+                let (b, k) = ids.dims2()?;
+                (b, k, *width)
+            }
+        })
+    }
+}
+
+/// `Lₐ L_bᵀ` per example (B, Kₐ, K_b).
+fn left_gram(a: &Left, b: &Left) -> Result<Tensor> {
+    Ok(match (a, b) {
+        (Left::Dense(x), Left::Dense(y)) => x.matmul(&y.transpose(1, 2)?.contiguous()?)?,
+        (Left::OneHot { ids: x, .. }, Left::OneHot { ids: y, .. }) => x
+            .unsqueeze(2)?
+            .broadcast_eq(&y.unsqueeze(1)?)?
+            .to_dtype(DType::F32)?,
+        // [t, s] = Dense[s, idₜ]: gather the dense rows at the ids.
+        (Left::OneHot { ids, .. }, Left::Dense(d)) => {
+            let (b, ks, _) = d.dims3()?;
+            let kt = ids.dim(1)?;
+            let index = ids.unsqueeze(1)?.broadcast_as((b, ks, kt))?.contiguous()?;
+            d.contiguous()?.gather(&index, 2)?.transpose(1, 2)?
+        }
+        (Left::Dense(_), Left::OneHot { .. }) => left_gram(b, a)?.transpose(1, 2)?,
+    })
+}
+
+impl Contribution {
+    fn batch(&self) -> Result<usize> {
+        Ok(match self {
+            Contribution::Outer { right, .. } => right.dim(0)?,
+            Contribution::PerSample(t) => t.dim(0)?,
+        })
+    }
+
+    /// The materialised per-sample gradients (B, …shape).
+    fn per_sample(&self, shape: &Shape) -> Result<Tensor> {
+        let b = self.batch()?;
+        let mut dims = vec![b];
+        dims.extend_from_slice(shape.dims());
+        Ok(match self {
+            Contribution::Outer { left, right } => {
+                let grads = match left {
+                    Left::Dense(l) => l
+                        .transpose(1, 2)?
+                        .contiguous()?
+                        .matmul(&right.contiguous()?)?,
+                    Left::OneHot { ids, width } => {
+                        // Row ids offset by example so one index_add fills all B tables.
+                        let (b, k) = ids.dims2()?;
+                        let offsets = Tensor::arange(0u32, b as u32, ids.device())?
+                            .affine(*width as f64, 0.0)?
+                            .unsqueeze(1)?;
+                        let rows = ids.broadcast_add(&offsets)?.flatten_all()?;
+                        let d = right.dim(2)?;
+                        Tensor::zeros((b * width, d), DType::F32, right.device())?.index_add(
+                            &rows,
+                            &right.reshape((b * k, d))?,
+                            0,
+                        )?
+                    }
+                };
+                grads.reshape(dims)?
+            }
+            Contribution::PerSample(t) => t.reshape(dims)?,
+        })
+    }
+
+    /// `Σᵢ cᵢ ∇ᵢ` of this contribution, in the parameter's `shape`.
+    fn clipped_sum(&self, factors: &Tensor, shape: &Shape) -> Result<Tensor> {
+        let b = factors.dim(0)?;
+        Ok(match self {
+            Contribution::Outer { left, right } => {
+                let (_, k, out) = left.rows()?;
+                let r = right.reshape((b * k, ()))?;
+                match left {
+                    Left::Dense(l) => {
+                        let scaled = l.broadcast_mul(&factors.reshape((b, 1, 1))?)?;
+                        scaled.reshape((b * k, out))?.t()?.matmul(&r)?
+                    }
+                    Left::OneHot { ids, width } => {
+                        let scaled = r.broadcast_mul(
+                            &factors
+                                .reshape((b, 1))?
+                                .repeat((1, k))?
+                                .reshape((b * k, 1))?,
+                        )?;
+                        Tensor::zeros((*width, r.dim(1)?), DType::F32, r.device())?.index_add(
+                            &ids.flatten_all()?,
+                            &scaled,
+                            0,
+                        )?
+                    }
+                }
+                .reshape(shape)?
+            }
+            Contribution::PerSample(t) => {
+                let mut dims = vec![1usize; t.rank()];
+                dims[0] = b;
+                t.broadcast_mul(&factors.reshape(dims)?)?
+                    .sum(0)?
+                    .reshape(shape)?
+            }
+        })
+    }
+
+    /// The contribution with the examples where `keep` (B,) is 0 zeroed, so that a
+    /// non-finite example cannot spread NaN into the sums through a zero factor.
+    fn masked(&self, keep: &Tensor) -> Result<Contribution> {
+        let zero_rows = |t: &Tensor| -> Result<Tensor> {
+            let mut dims = vec![1usize; t.rank()];
+            dims[0] = keep.dim(0)?;
+            let mask = keep.reshape(dims)?.broadcast_as(t.shape())?.ne(0.0)?;
+            Ok(mask.where_cond(t, &t.zeros_like()?)?)
+        };
+        Ok(match self {
+            Contribution::Outer { left, right } => Contribution::Outer {
+                left: match left {
+                    Left::Dense(l) => Left::Dense(zero_rows(l)?),
+                    one_hot => one_hot.clone(),
+                },
+                right: zero_rows(right)?,
+            },
+            Contribution::PerSample(t) => Contribution::PerSample(zero_rows(t)?),
+        })
+    }
+}
+
+/// The per-sample gradients of one parameter of `shape` from all its contributions.
+pub(super) fn per_sample(contributions: &[Contribution], shape: &Shape) -> Result<Tensor> {
+    let mut total: Option<Tensor> = None;
+    for c in contributions {
+        let g = c.per_sample(shape)?;
+        total = Some(match total {
+            None => g,
+            Some(t) => (t + g)?,
+        });
+    }
+    total.ok_or_else(|| Error::invalid_model("DP layer", "a parameter without contributions"))
+}
+
+/// `‖∇ᵢ‖²` (B,) of one parameter of `shape`, by ghost norms or materialisation.
+pub(super) fn squared_norms(
+    contributions: &[Contribution],
+    shape: &Shape,
+    method: NormMethod,
+) -> Result<Tensor> {
+    let outers: Option<Vec<(&Left, &Tensor)>> = contributions
+        .iter()
+        .map(|c| match c {
+            Contribution::Outer { left, right } => Some((left, right)),
+            Contribution::PerSample(_) => None,
+        })
+        .collect();
+    let ghost = match (&outers, method) {
+        (None, _) | (_, NormMethod::Materialised) => false,
+        (Some(_), NormMethod::Ghost) => true,
+        (Some(o), NormMethod::Auto) => ghost_is_cheaper(o)?,
+    };
+    match outers {
+        Some(o) if ghost => ghost_norms(&o),
+        _ => Ok(per_sample(contributions, shape)?
+            .sqr()?
+            .flatten_from(1)?
+            .sum(1)?),
+    }
+}
+
+/// `K·(out + in) < out·in` with K the rows of all uses together.
+fn ghost_is_cheaper(outers: &[(&Left, &Tensor)]) -> Result<bool> {
+    let mut k = 0;
+    let (mut out, mut inp) = (0, 0);
+    for (left, right) in outers {
+        let (_, kl, o) = left.rows()?;
+        k += kl;
+        out = o;
+        inp = right.dim(2)?;
+    }
+    Ok(k * (out + inp) < out * inp)
+}
+
+/// `Σₐ Σ_b ⟨Lₐ L_bᵀ, Rₐ R_bᵀ⟩` per example: the squared norm of `Σₐ Lₐᵀ Rₐ`.
+fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
+    let mut total: Option<Tensor> = None;
+    for (a, (la, ra)) in outers.iter().enumerate() {
+        for (b, (lb, rb)) in outers.iter().enumerate().skip(a) {
+            let rg = ra.matmul(&rb.transpose(1, 2)?.contiguous()?)?;
+            let term = (left_gram(la, lb)? * rg)?.flatten_from(1)?.sum(1)?;
+            let term = if a == b { term } else { (term * 2.0)? };
+            total = Some(match total {
+                None => term,
+                Some(t) => (t + term)?,
+            });
+        }
+    }
+    total.ok_or_else(|| Error::invalid_model("DP layer", "a parameter without contributions"))
+}
+
+/// `Σᵢ cᵢ ∇ᵢ` of one parameter from all its contributions, with the examples where
+/// `keep` is 0 removed first.
+pub(super) fn clipped_sum(
+    contributions: &[Contribution],
+    factors: &Tensor,
+    keep: Option<&Tensor>,
+    shape: &Shape,
+) -> Result<Tensor> {
+    let mut total: Option<Tensor> = None;
+    for c in contributions {
+        let s = match keep {
+            Some(keep) => c.masked(keep)?.clipped_sum(factors, shape)?,
+            None => c.clipped_sum(factors, shape)?,
+        };
+        total = Some(match total {
+            None => s,
+            Some(t) => (t + s)?,
+        });
+    }
+    total.ok_or_else(|| Error::invalid_model("DP layer", "a parameter without contributions"))
+}

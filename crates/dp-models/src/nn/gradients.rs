@@ -1,0 +1,221 @@
+//! The private gradients of a network of DP layers: one recorded forward, one backward of
+//! the summed per-example loss, then per-parameter squared norms, clip factors and
+//! clipped sums. Fails closed: every registered parameter must have received per-sample
+//! gradients from its layers and none may have been used outside them.
+
+use std::collections::BTreeMap;
+
+use candle_core::{backprop::GradStore, Tensor};
+
+use super::contribution::{self, Contribution, NormMethod};
+use super::taps::{Param, Taps};
+use crate::error::{Error, Result};
+use crate::ClipRule;
+
+/// The result of a private backward.
+#[derive(Debug)]
+pub struct PrivateGradients {
+    /// `Σᵢ cᵢ∇ᵢ` of every registered parameter, by name, in [`Taps::params`] order.
+    pub clipped_sums: Vec<(String, Tensor)>,
+    /// `‖∇ᵢ‖²` per example (B,); NaN or ∞ where not finite (such examples got `cᵢ = 0`).
+    pub squared_norms: Tensor,
+    /// The per-example losses (B,).
+    pub losses: Tensor,
+}
+
+/// Every parameter's contributions from one private forward and backward.
+struct Traced {
+    params: Vec<Param>,
+    contributions: Vec<Vec<Contribution>>,
+    losses: Tensor,
+}
+
+impl Taps {
+    /// Runs `losses` (a closure that does the network's forward and returns the per-example
+    /// losses, shape (B,)) as a private forward, backpropagates their sum, and returns
+    /// each parameter's per-sample gradients clipped by `rule` and summed.
+    pub fn clipped_gradients(
+        &self,
+        losses: impl FnOnce() -> Result<Tensor>,
+        rule: ClipRule,
+        method: NormMethod,
+    ) -> Result<PrivateGradients> {
+        let traced = self.trace(losses)?;
+        let batch = traced.losses.dim(0)?;
+        let device = traced.losses.device().clone();
+        let mut by_owner: BTreeMap<&str, Tensor> = BTreeMap::new();
+        for (param, contributions) in traced.params.iter().zip(&traced.contributions) {
+            let shape = param.var.as_tensor().shape();
+            let sq = contribution::squared_norms(contributions, shape, method)?;
+            let entry = by_owner.entry(param.owner.as_str());
+            match entry {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(sq);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => {
+                    let sum = (o.get() + sq)?;
+                    o.insert(sum);
+                }
+            }
+        }
+        let layers = by_owner.len();
+        let total = by_owner.values().try_fold(
+            Tensor::zeros(batch, candle_core::DType::F32, &device)?,
+            |a, s| a + s,
+        )?;
+        let total_host = total.to_vec1::<f32>()?;
+        let finite: Vec<bool> = total_host.iter().map(|s| s.is_finite()).collect();
+        let keep = if finite.iter().all(|&f| f) {
+            None
+        } else {
+            let mask: Vec<f32> = finite.iter().map(|&f| f32::from(u8::from(f))).collect();
+            Some(Tensor::from_vec(mask, batch, &device)?)
+        };
+        let mut factors_by_owner = BTreeMap::new();
+        for (owner, sq) in &by_owner {
+            let layer_sq = sq.to_vec1::<f32>()?;
+            let factors: Vec<f32> = (0..batch)
+                .map(|i| match (finite[i], rule) {
+                    (false, _) => 0.0,
+                    (true, ClipRule::PerLayer { .. }) => rule.factor(layer_sq[i], layers),
+                    (true, _) => rule.factor(total_host[i], 1),
+                })
+                .collect();
+            factors_by_owner.insert(*owner, Tensor::from_vec(factors, batch, &device)?);
+        }
+        let mut clipped_sums = Vec::with_capacity(traced.params.len());
+        for (param, contributions) in traced.params.iter().zip(&traced.contributions) {
+            let factors = &factors_by_owner[param.owner.as_str()];
+            let shape = param.var.as_tensor().shape();
+            let sum = contribution::clipped_sum(contributions, factors, keep.as_ref(), shape)?;
+            clipped_sums.push((param.name.clone(), sum));
+        }
+        Ok(PrivateGradients {
+            clipped_sums,
+            squared_norms: total,
+            losses: traced.losses,
+        })
+    }
+
+    /// The materialised per-sample gradients (B, …) of every registered parameter, by name:
+    /// the reference the clipped sums are tested against, and for audits.
+    pub fn per_sample_gradients(
+        &self,
+        losses: impl FnOnce() -> Result<Tensor>,
+    ) -> Result<Vec<(String, Tensor)>> {
+        let traced = self.trace(losses)?;
+        traced
+            .params
+            .iter()
+            .zip(&traced.contributions)
+            .map(|(p, c)| {
+                Ok((
+                    p.name.clone(),
+                    contribution::per_sample(c, p.var.as_tensor().shape())?,
+                ))
+            })
+            .collect()
+    }
+
+    /// The per-parameter squared norms (B,) by `method`, by name (tests: ghost against
+    /// materialised).
+    pub fn squared_norms(
+        &self,
+        losses: impl FnOnce() -> Result<Tensor>,
+        method: NormMethod,
+    ) -> Result<Vec<(String, Tensor)>> {
+        let traced = self.trace(losses)?;
+        traced
+            .params
+            .iter()
+            .zip(&traced.contributions)
+            .map(|(p, c)| {
+                let sq = contribution::squared_norms(c, p.var.as_tensor().shape(), method)?;
+                Ok((p.name.clone(), sq))
+            })
+            .collect()
+    }
+
+    /// The recorded forward, the backward, and every parameter's contributions, checked.
+    fn trace(&self, losses: impl FnOnce() -> Result<Tensor>) -> Result<Traced> {
+        let params = self.params();
+        if params.is_empty() {
+            return Err(Error::invalid_model(
+                "DP layer",
+                "the network has no DP layer",
+            ));
+        }
+        let (losses, records) = self.record(losses)?;
+        if losses.rank() != 1 {
+            return Err(Error::invalid_model(
+                "loss",
+                format!(
+                    "the loss must be one value per example, shape (B,), not {:?}",
+                    losses.dims()
+                ),
+            ));
+        }
+        let batch = losses.dim(0)?;
+        let grads = losses.sum_all()?.backward()?;
+        check_no_leak(&params, &grads)?;
+        let mut contributions: Vec<Vec<Contribution>> = vec![Vec::new(); params.len()];
+        for record in records {
+            let Some(grad) = grads.get(record.probe.as_tensor()) else {
+                continue; // the layer's output does not reach the loss: no gradient.
+            };
+            if grad.rank() == 0 || grad.dim(0)? != batch {
+                return Err(Error::invalid_model(
+                    "DP layer",
+                    format!(
+                        "a layer's output {:?} is not batch first for {batch} examples: apply \
+                         DP layers to (B, …) inputs (broadcast shared inputs such as positions)",
+                        grad.dims()
+                    ),
+                ));
+            }
+            for (var, c) in (record.resolve)(grad)? {
+                let id = var.as_tensor().id();
+                let slot = params
+                    .iter()
+                    .position(|p| p.var.as_tensor().id() == id)
+                    .ok_or_else(|| Error::NotPrivate {
+                        parameter: "(unnamed)".into(),
+                        reason:
+                            "is used by a DP layer but was not created through its DpVarBuilder",
+                    })?;
+                contributions[slot].push(c);
+            }
+        }
+        if let Some((p, _)) = params
+            .iter()
+            .zip(&contributions)
+            .find(|(_, c)| c.is_empty())
+        {
+            return Err(Error::NotPrivate {
+                parameter: p.name.clone(),
+                reason: "received no per-sample gradient: its layer is not on the loss's path in this forward",
+            });
+        }
+        Ok(Traced {
+            params,
+            contributions,
+            losses,
+        })
+    }
+}
+
+/// Fails if any registered parameter got a gradient from Candle's backward: DP layers use
+/// their weights as constants in a private forward, so a gradient means the variable was
+/// used by an op outside its layer, and that use would be unclipped.
+fn check_no_leak(params: &[Param], grads: &GradStore) -> Result<()> {
+    match params
+        .iter()
+        .find(|p| grads.get(p.var.as_tensor()).is_some())
+    {
+        Some(p) => Err(Error::NotPrivate {
+            parameter: p.name.clone(),
+            reason: "is used outside its DP layer (its gradient there would be unclipped)",
+        }),
+        None => Ok(()),
+    }
+}

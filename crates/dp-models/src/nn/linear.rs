@@ -1,0 +1,146 @@
+//! The DP fully connected layer, a drop-in for `candle_nn::Linear`.
+
+use candle_core::{DType, Module, Tensor, Var};
+use candle_nn::Init;
+
+use super::contribution::{Contribution, Left};
+use super::taps::Taps;
+use super::var_builder::DpVarBuilder;
+use crate::error::{Error, Result};
+
+/// `y = x Wᵀ + b` on (B, …, in), batch first. Its per-sample gradients are
+/// `Σₖ gₖ ⊗ aₖ` over all positions of an example (and every use of the layer in one
+/// forward: a layer applied at each step of a sequence contributes each step).
+#[derive(Clone, Debug)]
+pub struct Linear {
+    weight: Var,
+    bias: Option<Var>,
+    taps: Taps,
+}
+
+/// A Linear layer with bias, initialised as candle-nn's (`weight` Kaiming-normal,
+/// `bias` uniform in ±1/√in).
+pub fn linear(in_dim: usize, out_dim: usize, vb: DpVarBuilder) -> Result<Linear> {
+    let weight = vb.get_with_hints(
+        (out_dim, in_dim),
+        "weight",
+        candle_nn::init::DEFAULT_KAIMING_NORMAL,
+    )?;
+    let bound = 1.0 / (in_dim as f64).sqrt();
+    let bias = vb.get_with_hints(
+        out_dim,
+        "bias",
+        Init::Uniform {
+            lo: -bound,
+            up: bound,
+        },
+    )?;
+    Linear::from_vars(weight, Some(bias), vb.taps())
+}
+
+/// A Linear layer without bias.
+pub fn linear_no_bias(in_dim: usize, out_dim: usize, vb: DpVarBuilder) -> Result<Linear> {
+    let weight = vb.get_with_hints(
+        (out_dim, in_dim),
+        "weight",
+        candle_nn::init::DEFAULT_KAIMING_NORMAL,
+    )?;
+    Linear::from_vars(weight, None, vb.taps())
+}
+
+impl Linear {
+    /// From parameters already registered with `taps` — e.g. an embedding's table for an
+    /// LM head that shares it (weight tying): the layer's per-sample gradients add to the
+    /// embedding's.
+    pub fn from_vars(weight: Var, bias: Option<Var>, taps: &Taps) -> Result<Self> {
+        let (out, _) = weight.as_tensor().dims2()?;
+        if let Some(b) = &bias {
+            if b.as_tensor().dims1()? != out {
+                return Err(Error::invalid_model(
+                    "Linear",
+                    "the bias does not match the weight",
+                ));
+            }
+        }
+        for var in std::iter::once(&weight).chain(bias.as_ref()) {
+            if !taps.is_registered(var) {
+                return Err(Error::invalid_model(
+                    "Linear",
+                    "its parameters must be created through a DpVarBuilder of the same taps",
+                ));
+            }
+        }
+        Ok(Linear {
+            weight,
+            bias,
+            taps: taps.clone(),
+        })
+    }
+
+    /// The weight (out, in).
+    pub fn weight(&self) -> &Var {
+        &self.weight
+    }
+
+    /// The bias, if any.
+    pub fn bias(&self) -> Option<&Var> {
+        self.bias.as_ref()
+    }
+}
+
+/// `x Wᵀ + b` with `x` flattened to rows, so that the weight is one 2-D matmul (no
+/// per-example broadcast copies of it in Candle's backward).
+fn affine(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    let in_dim = x.dim(candle_core::D::Minus1)?;
+    let mut dims = x.dims().to_vec();
+    let rows = x.reshape(((), in_dim))?.matmul(&w.t()?)?;
+    if let Some(last) = dims.last_mut() {
+        *last = w.dim(0)?;
+    }
+    let y = rows.reshape(dims)?;
+    match b {
+        Some(b) => y.broadcast_add(b),
+        None => Ok(y),
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        if !self.taps.is_recording() {
+            return affine(
+                x,
+                self.weight.as_tensor(),
+                self.bias.as_ref().map(|b| b.as_tensor()),
+            );
+        }
+        let w = self.weight.as_tensor().detach();
+        let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
+        let y = affine(x, &w, b.as_ref())?;
+        let (weight, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
+        self.taps.tap(y, move |grad| {
+            let batch = grad.dim(0)?;
+            let out = weight.as_tensor().dim(0)?;
+            let left = grad.reshape((batch, (), out))?;
+            let right = input.reshape((batch, (), input.dim(candle_core::D::Minus1)?))?;
+            let k = left.dim(1)?;
+            let mut contributions = vec![(
+                weight,
+                Contribution::Outer {
+                    left: Left::Dense(left.clone()),
+                    right,
+                },
+            )];
+            if let Some(bias) = bias {
+                let ones = Tensor::ones((batch, k, 1), DType::F32, grad.device())?;
+                contributions.push((
+                    bias,
+                    Contribution::Outer {
+                        left: Left::Dense(left),
+                        right: ones,
+                    },
+                ));
+            }
+            Ok(contributions)
+        })
+    }
+}

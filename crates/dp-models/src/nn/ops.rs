@@ -1,0 +1,46 @@
+//! Differentiable replacements for candle-nn's fused ops that record no backward
+//! (`ops::layer_norm`, `ops::rms_norm`, `ops::softmax_last_dim`, `rotary_emb::rope`):
+//! the same values, built from Candle ops that have one, so that everything upstream of
+//! them receives its gradient.
+
+use candle_core::{Result, Tensor, D};
+
+/// `(x − mean) / √(var + eps)` over the last dimension (no scale or shift).
+pub fn layer_norm(x: &Tensor, eps: f64) -> Result<Tensor> {
+    let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
+    let var = centred.sqr()?.mean_keepdim(D::Minus1)?;
+    centred.broadcast_div(&(var + eps)?.sqrt()?)
+}
+
+/// `x / √(mean(x²) + eps)` over the last dimension (no scale).
+pub fn rms_norm(x: &Tensor, eps: f64) -> Result<Tensor> {
+    x.broadcast_div(&(x.sqr()?.mean_keepdim(D::Minus1)? + eps)?.sqrt()?)
+}
+
+/// Softmax over the last dimension.
+pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
+    candle_nn::ops::softmax(x, D::Minus1)
+}
+
+/// Rotary position embedding, the non-interleaved (GPT-NeoX / Llama) variant of
+/// candle-nn's `rotary_emb::rope`: `x` (B, H, T, D), `cos` and `sin` (T, D/2); each half
+/// pair `(x₁, x₂)` becomes `(x₁ cos − x₂ sin, x₂ cos + x₁ sin)`.
+pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    let half = x.dim(D::Minus1)? / 2;
+    let (x1, x2) = (
+        x.narrow(D::Minus1, 0, half)?,
+        x.narrow(D::Minus1, half, half)?,
+    );
+    let first = (x1.broadcast_mul(cos)? - x2.broadcast_mul(sin)?)?;
+    let second = (x2.broadcast_mul(cos)? + x1.broadcast_mul(sin)?)?;
+    Tensor::cat(&[first, second], D::Minus1)
+}
+
+/// A causal mask for attention scores (T, T): 0 on and below the diagonal, −∞ above;
+/// add it to the scores before [`softmax_last_dim`].
+pub fn causal_mask(t: usize, device: &candle_core::Device) -> Result<Tensor> {
+    let mask: Vec<f32> = (0..t)
+        .flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
+        .collect();
+    Tensor::from_vec(mask, (t, t), device)
+}

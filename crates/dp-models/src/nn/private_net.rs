@@ -1,0 +1,151 @@
+//! A user's Candle network made trainable by a DP engine: its `VarMap`, the [`Taps`] of
+//! its DP layers, and a closure from a batch of its data to per-example losses.
+
+use std::marker::PhantomData;
+
+use candle_core::{Device, Tensor};
+use candle_nn::VarMap;
+
+use super::contribution::NormMethod;
+use super::taps::Taps;
+use crate::error::{Error, Result};
+use crate::private_model::{ClippedGradient, PrivateModel};
+use crate::training_data::TrainingData;
+use crate::ClipRule;
+
+/// A network built from DP layers, as a [`PrivateModel`]: `losses(data, batch)` runs the
+/// forward on the examples `batch` of `data` and returns their losses (B,) — any model,
+/// any per-example loss, any targets.
+pub struct PrivateNet<D: ?Sized, F> {
+    varmap: VarMap,
+    taps: Taps,
+    losses: F,
+    device: Device,
+    method: NormMethod,
+    _data: PhantomData<fn(&D)>,
+}
+
+impl<D, F> PrivateNet<D, F>
+where
+    D: TrainingData + ?Sized,
+    F: Fn(&D, &[usize]) -> Result<Tensor>,
+{
+    /// Fails closed unless every variable of `varmap` belongs to a DP layer of `taps`.
+    pub fn new(varmap: &VarMap, taps: &Taps, device: &Device, losses: F) -> Result<Self> {
+        taps.check_covers(varmap)?;
+        if taps.params().is_empty() {
+            return Err(Error::invalid_model(
+                "DP layer",
+                "the network has no DP layer",
+            ));
+        }
+        Ok(PrivateNet {
+            varmap: varmap.clone(),
+            taps: taps.clone(),
+            losses,
+            device: device.clone(),
+            method: NormMethod::Auto,
+            _data: PhantomData,
+        })
+    }
+
+    /// How squared norms are computed (default [`NormMethod::Auto`]).
+    pub fn with_norm_method(mut self, method: NormMethod) -> Self {
+        self.method = method;
+        self
+    }
+
+    /// The taps.
+    pub fn taps(&self) -> &Taps {
+        &self.taps
+    }
+
+    /// The device the network lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The per-example losses of `batch`, outside a private forward (evaluation).
+    pub fn losses(&self, data: &D, batch: &[usize]) -> Result<Tensor> {
+        (self.losses)(data, batch)
+    }
+}
+
+impl<D, F> PrivateModel for PrivateNet<D, F>
+where
+    D: TrainingData + ?Sized,
+    F: Fn(&D, &[usize]) -> Result<Tensor>,
+{
+    type Data = D;
+
+    fn num_params(&self) -> usize {
+        self.taps
+            .params()
+            .iter()
+            .map(|p| p.var.as_tensor().elem_count())
+            .sum()
+    }
+
+    fn parameters(&self) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(self.num_params());
+        for p in self.taps.params() {
+            out.extend(p.var.as_tensor().flatten_all()?.to_vec1::<f32>()?);
+        }
+        Ok(out)
+    }
+
+    fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
+        if theta.len() != self.num_params() {
+            return Err(Error::invalid_model(
+                "parameters",
+                format!(
+                    "{} values for {} parameters",
+                    theta.len(),
+                    self.num_params()
+                ),
+            ));
+        }
+        let mut offset = 0;
+        for p in self.taps.params() {
+            let t = p.var.as_tensor();
+            let n = t.elem_count();
+            p.var.set(&Tensor::from_slice(
+                &theta[offset..offset + n],
+                t.shape(),
+                t.device(),
+            )?)?;
+            offset += n;
+        }
+        Ok(())
+    }
+
+    fn clipped_gradient(
+        &self,
+        data: &D,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<ClippedGradient> {
+        self.taps.check_covers(&self.varmap)?;
+        let out = self
+            .taps
+            .clipped_gradients(|| (self.losses)(data, batch), rule, self.method)?;
+        let mut sum = Vec::with_capacity(self.num_params());
+        for (_, t) in &out.clipped_sums {
+            sum.extend(t.flatten_all()?.to_vec1::<f32>()?);
+        }
+        Ok(ClippedGradient {
+            sum,
+            squared_norms: out.squared_norms.to_vec1()?,
+            losses: out.losses.to_vec1()?,
+        })
+    }
+
+    fn architecture(&self) -> String {
+        self.taps
+            .params()
+            .iter()
+            .map(|p| format!("{}{:?}", p.name, p.var.as_tensor().dims()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}

@@ -1,0 +1,79 @@
+//! The per-sample gradients of the elementwise scale and shift after a normalisation
+//! (LayerNorm, RMSNorm, GroupNorm): `y = x̂·γ + β`, so `∇γ = Σ g ⊙ x̂` and `∇β = Σ g`
+//! over every position of an example, per channel.
+
+use candle_core::{Tensor, Var};
+
+use super::contribution::Contribution;
+use super::taps::Taps;
+
+/// Where the channels of `x̂` are: the last axis (layer and RMS norm) or axis 1 (group
+/// norm on (B, C, …)).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Channels {
+    Last,
+    Second,
+}
+
+/// (B, …) → (B, C): the per-example sum over every position of each channel.
+fn per_channel(t: &Tensor, channels: Channels) -> candle_core::Result<Tensor> {
+    let b = t.dim(0)?;
+    match channels {
+        Channels::Last => t.reshape((b, (), t.dim(candle_core::D::Minus1)?))?.sum(1),
+        Channels::Second => t.reshape((b, t.dim(1)?, ()))?.sum(2),
+    }
+}
+
+/// The shape that broadcasts a (C,) parameter over `x̂`.
+fn broadcast_shape(xhat: &Tensor, channels: Channels) -> Vec<usize> {
+    match channels {
+        Channels::Last => vec![xhat.dim(candle_core::D::Minus1).unwrap_or(1)],
+        Channels::Second => {
+            let mut dims = vec![1; xhat.rank()];
+            dims[1] = xhat.dims()[1];
+            dims
+        }
+    }
+}
+
+/// `x̂·γ + β`; in a private forward with γ, β constant and the output tapped.
+pub(super) fn scale_shift(
+    taps: &Taps,
+    xhat: &Tensor,
+    weight: Option<&Var>,
+    bias: Option<&Var>,
+    channels: Channels,
+) -> candle_core::Result<Tensor> {
+    let shape = broadcast_shape(xhat, channels);
+    let recording = taps.is_recording();
+    let param = |v: &Var| -> candle_core::Result<Tensor> {
+        let t = if recording {
+            v.as_tensor().detach()
+        } else {
+            v.as_tensor().clone()
+        };
+        t.reshape(shape.clone())
+    };
+    let mut y = xhat.clone();
+    if let Some(w) = weight {
+        y = y.broadcast_mul(&param(w)?)?;
+    }
+    if let Some(b) = bias {
+        y = y.broadcast_add(&param(b)?)?;
+    }
+    if !recording {
+        return Ok(y);
+    }
+    let (weight, bias, xhat) = (weight.cloned(), bias.cloned(), xhat.detach());
+    taps.tap(y, move |grad| {
+        let mut contributions = Vec::new();
+        if let Some(w) = weight {
+            let gw = per_channel(&(grad * &xhat)?, channels)?;
+            contributions.push((w, Contribution::PerSample(gw)));
+        }
+        if let Some(b) = bias {
+            contributions.push((b, Contribution::PerSample(per_channel(grad, channels)?)));
+        }
+        Ok(contributions)
+    })
+}

@@ -1,0 +1,161 @@
+//! The taps of a private network: the parameters its DP layers registered and, during a
+//! private forward, one record per layer use — a zero probe `Var` added to the layer's
+//! output, and how the layer turns that output's gradient into per-sample gradients.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use candle_core::{DType, Tensor, Var};
+
+use super::contribution::Contribution;
+use crate::error::{Error, Result};
+
+/// How one use of a layer turns the gradient of the summed per-example loss with respect
+/// to its output, `dL/dz` (B, …), into per-sample gradient contributions, one per
+/// parameter it touched.
+pub type Resolve = Box<dyn FnOnce(&Tensor) -> Result<Vec<(Var, Contribution)>> + Send>;
+
+/// A parameter a DP layer registered.
+#[derive(Clone, Debug)]
+pub struct Param {
+    /// Its full name in the `VarMap` (`blocks.0.attn.q.weight`).
+    pub name: String,
+    /// The layer that owns it (its `VarBuilder` prefix): the unit of per-layer clipping.
+    pub owner: String,
+    /// The variable.
+    pub var: Var,
+}
+
+/// One use of a layer in a private forward.
+pub(super) struct Record {
+    pub(super) probe: Var,
+    pub(super) resolve: Resolve,
+}
+
+#[derive(Default)]
+struct State {
+    params: Vec<Param>,
+    recording: Option<Vec<Record>>,
+}
+
+/// The registry and recorder shared by the DP layers of one network (cheap to clone).
+///
+/// Outside a private forward the layers are plain Candle layers (their weights are
+/// graph variables, so a non-private backward and evaluation work as usual). Inside one
+/// ([`Taps::clipped_gradients`](super::PrivateGradients)), every DP layer uses its weights
+/// as constants and adds a zero probe to its output: one backward of the summed
+/// per-example loss then gives each use of each layer its `dL/dz`, and nothing else.
+#[derive(Clone, Default)]
+pub struct Taps {
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for Taps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("Taps")
+            .field("params", &state.params.len())
+            .field("recording", &state.recording.is_some())
+            .finish()
+    }
+}
+
+impl Taps {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Taps::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic inside a forward leaves nothing half-written in the state worth
+        // refusing: the next private forward starts a fresh recording.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a parameter owned by `owner`; a name registered twice is an error.
+    pub fn register(&self, name: &str, owner: &str, var: Var) -> Result<()> {
+        let mut state = self.lock();
+        if state.params.iter().any(|p| p.name == name) {
+            return Err(Error::invalid_model(
+                "DP layer",
+                format!("parameter {name} is registered twice"),
+            ));
+        }
+        state.params.push(Param {
+            name: name.to_string(),
+            owner: owner.to_string(),
+            var,
+        });
+        Ok(())
+    }
+
+    /// Every registered parameter, sorted by name (the flat parameter order).
+    pub fn params(&self) -> Vec<Param> {
+        let mut params = self.lock().params.clone();
+        params.sort_by(|a, b| a.name.cmp(&b.name));
+        params
+    }
+
+    /// Whether `var` was registered here.
+    pub fn is_registered(&self, var: &Var) -> bool {
+        let id = var.as_tensor().id();
+        self.lock()
+            .params
+            .iter()
+            .any(|p| p.var.as_tensor().id() == id)
+    }
+
+    /// Whether a private forward is being recorded.
+    pub fn is_recording(&self) -> bool {
+        self.lock().recording.is_some()
+    }
+
+    /// In a private forward, adds a zero probe to a layer's `output` and keeps `resolve`
+    /// for after the backward; outside one, returns `output` unchanged. This is the seam
+    /// for a DP layer written outside this crate.
+    pub fn tap(
+        &self,
+        output: Tensor,
+        resolve: impl FnOnce(&Tensor) -> Result<Vec<(Var, Contribution)>> + Send + 'static,
+    ) -> candle_core::Result<Tensor> {
+        let mut state = self.lock();
+        let Some(records) = state.recording.as_mut() else {
+            return Ok(output);
+        };
+        let probe = Var::zeros(output.shape(), DType::F32, output.device())?;
+        let output = (output + probe.as_tensor())?;
+        records.push(Record {
+            probe,
+            resolve: Box::new(resolve),
+        });
+        Ok(output)
+    }
+
+    /// Runs `forward` with recording on and returns its result with the records; the
+    /// recording is switched off again whatever `forward` does.
+    pub(super) fn record<T>(
+        &self,
+        forward: impl FnOnce() -> Result<T>,
+    ) -> Result<(T, Vec<Record>)> {
+        {
+            let mut state = self.lock();
+            if state.recording.is_some() {
+                return Err(Error::invalid_model(
+                    "DP layer",
+                    "a private forward is already being recorded on these taps",
+                ));
+            }
+            state.recording = Some(Vec::new());
+        }
+        struct Stop<'a>(&'a Taps);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.lock().recording = None;
+            }
+        }
+        let stop = Stop(self);
+        let out = forward()?;
+        let records = self.lock().recording.take().unwrap_or_default();
+        drop(stop);
+        Ok((out, records))
+    }
+}

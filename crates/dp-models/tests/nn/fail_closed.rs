@@ -1,0 +1,160 @@
+//! Fail closed: a parameter outside the DP layers, used outside its layer, or without a
+//! per-sample gradient is an error that names it, before anything is released.
+
+use candle_core::{Device, Module, Tensor};
+use candle_nn::VarBuilder;
+use dp_models::nn::{self, loss, NormMethod, PrivateNet};
+use dp_models::{ClipRule, Error, PrivateModel, TrainingData};
+
+/// A regression set of the test's own: float targets, no class labels.
+struct Rows {
+    x: Tensor,
+    y: Tensor,
+}
+
+impl TrainingData for Rows {
+    fn len(&self) -> usize {
+        self.x.dims()[0]
+    }
+    fn validate(&self) -> dp_models::Result<()> {
+        Ok(())
+    }
+    fn digest(&self) -> String {
+        "rows".into()
+    }
+}
+
+use super::check::{builder, random};
+
+const RULE: ClipRule = ClipRule::Flat { max_norm: 1.0 };
+
+fn named(e: Error) -> String {
+    match e {
+        Error::NotPrivate { parameter, .. } => parameter,
+        other => panic!("expected NotPrivate, got {other}"),
+    }
+}
+
+#[test]
+fn a_plain_candle_layer_in_the_varmap_is_refused() {
+    let (varmap, taps, vb) = builder();
+    let _dp = nn::linear(3, 4, vb.pp("fc")).expect("layer");
+    let plain = VarBuilder::from_varmap(&varmap, candle_core::DType::F32, &Device::Cpu);
+    let _leak = candle_nn::linear(4, 1, plain.pp("plain")).expect("plain layer");
+    let net = PrivateNet::new(&varmap, &taps, &Device::Cpu, |_: &Rows, _: &[usize]| {
+        unreachable!("never run")
+    });
+    let err = net.err().expect("refused");
+    assert_eq!(named(err), "plain.bias");
+}
+
+#[test]
+fn a_weight_used_outside_its_layer_is_refused() {
+    let (_, taps, vb) = builder();
+    let fc = nn::linear(3, 2, vb.pp("fc")).expect("layer");
+    let x = random(61, &[4, 3], 1.0);
+    let y = random(62, &[4, 2], 1.0);
+    let err = taps
+        .clipped_gradients(
+            || {
+                // A second use of the weight, by hand: its gradient would be unclipped.
+                let extra = x.matmul(&fc.weight().as_tensor().t()?)?;
+                Ok(loss::mse(&(fc.forward(&x)? + extra)?, &y)?)
+            },
+            RULE,
+            NormMethod::Auto,
+        )
+        .expect_err("refused");
+    assert_eq!(named(err), "fc.weight");
+}
+
+#[test]
+fn a_layer_off_the_loss_path_is_refused() {
+    let (_, taps, vb) = builder();
+    let fc = nn::linear(3, 2, vb.pp("fc")).expect("layer");
+    let _unused = nn::linear(2, 2, vb.pp("unused")).expect("layer");
+    let x = random(63, &[4, 3], 1.0);
+    let y = random(64, &[4, 2], 1.0);
+    let err = taps
+        .clipped_gradients(
+            || Ok(loss::mse(&fc.forward(&x)?, &y)?),
+            RULE,
+            NormMethod::Auto,
+        )
+        .expect_err("refused");
+    assert_eq!(named(err), "unused.bias");
+}
+
+#[test]
+fn a_loss_that_is_not_per_example_is_refused() {
+    let (_, taps, vb) = builder();
+    let fc = nn::linear(3, 2, vb.pp("fc")).expect("layer");
+    let x = random(65, &[4, 3], 1.0);
+    let err = taps
+        .clipped_gradients(|| Ok(fc.forward(&x)?.sum_all()?), RULE, NormMethod::Auto)
+        .expect_err("refused");
+    assert!(
+        matches!(err, Error::InvalidModel { part: "loss", .. }),
+        "{err}"
+    );
+    // The recording is off again after the failure.
+    assert!(!taps.is_recording());
+}
+
+#[test]
+fn private_net_trains_through_the_private_model_seam() {
+    let (varmap, taps, vb) = builder();
+    let fc = nn::linear(3, 1, vb.pp("fc")).expect("layer");
+    let data = Rows {
+        x: random(66, &[6, 3], 1.0),
+        y: random(67, &[6, 1], 1.0),
+    };
+    let mut net = PrivateNet::new(&varmap, &taps, &Device::Cpu, |d: &Rows, b: &[usize]| {
+        let idx: Vec<u32> = b.iter().map(|&i| i as u32).collect();
+        let idx = Tensor::from_vec(idx, b.len(), &Device::Cpu)?;
+        let (x, y) = (d.x.index_select(&idx, 0)?, d.y.index_select(&idx, 0)?);
+        Ok(loss::mse(&fc.forward(&x)?, &y)?)
+    })
+    .expect("covered");
+    assert_eq!(net.num_params(), 4);
+    let g = net
+        .clipped_gradient(&data, &[0, 2, 4], RULE)
+        .expect("gradient");
+    assert_eq!((g.sum.len(), g.losses.len()), (4, 3));
+    assert!(g.squared_norms.iter().all(|s| s.is_finite()));
+    let theta = vec![0.5; 4];
+    net.set_parameters(&theta).expect("set");
+    assert_eq!(net.parameters().expect("get"), theta);
+}
+
+#[test]
+fn a_layer_applied_without_the_batch_dimension_is_refused() {
+    let (_, taps, vb) = builder();
+    let pos = nn::embedding(5, 2, vb.pp("pos")).expect("layer");
+    let positions = Tensor::arange(0u32, 5, &Device::Cpu).expect("positions");
+    let y = random(68, &[3, 5, 2], 1.0);
+    // (T, D) positions broadcast over a batch of 3: the tap's rows are positions, not
+    // examples, and its "per-sample" gradients would be wrong.
+    let err = taps
+        .clipped_gradients(
+            || {
+                Ok(loss::mse(
+                    &pos.forward(&positions)?.broadcast_as((3, 5, 2))?,
+                    &y,
+                )?)
+            },
+            RULE,
+            NormMethod::Auto,
+        )
+        .expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            Error::InvalidModel {
+                part: "DP layer",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

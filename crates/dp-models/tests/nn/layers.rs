@@ -1,0 +1,143 @@
+//! Each DP layer alone (with a small head where its output is not a loss), against the
+//! per-example loop.
+
+use candle_core::{Device, Module, Tensor};
+use candle_nn::{Conv1dConfig, Conv2dConfig};
+use dp_models::nn::{self, loss};
+
+use super::check::{builder, check, random, tokens, Net};
+
+/// The rows `batch` of `t`.
+pub fn select(t: &Tensor, batch: &[usize]) -> dp_models::Result<Tensor> {
+    let idx: Vec<u32> = batch.iter().map(|&i| i as u32).collect();
+    Ok(t.index_select(&Tensor::from_vec(idx, batch.len(), &Device::Cpu)?, 0)?)
+}
+
+#[test]
+fn linear_on_rows_and_on_sequences() {
+    for (shape, seed) in [(vec![6, 5], 1), (vec![4, 7, 5], 2)] {
+        let (varmap, taps, vb) = builder();
+        let fc = nn::linear(5, 3, vb.pp("fc")).expect("layer");
+        let head = nn::linear_no_bias(3, 2, vb.pp("head")).expect("layer");
+        let x = random(seed, &shape, 1.0);
+        let y = random(seed + 10, &[shape[0], 2], 1.0);
+        let net = Net {
+            taps,
+            varmap,
+            batch: shape[0],
+            losses: Box::new(|b| {
+                let h = fc.forward(&select(&x, b)?)?.tanh()?;
+                let h = if h.rank() == 3 { h.sum(1)? } else { h };
+                Ok(loss::mse(&head.forward(&h)?, &select(&y, b)?)?)
+            }),
+        };
+        check(&net, &format!("linear {shape:?}"));
+    }
+}
+
+#[test]
+fn embedding_with_repeated_tokens() {
+    let (varmap, taps, vb) = builder();
+    let emb = nn::embedding(6, 4, vb.pp("emb")).expect("layer");
+    let head = nn::linear(4, 3, vb.pp("head")).expect("layer");
+    // Vocabulary 6, length 9: every example repeats tokens, so the ghost norm's
+    // same-token terms matter.
+    let ids = tokens(3, 5, 9, 6);
+    let labels = tokens(4, 5, 1, 3).squeeze(1).expect("labels");
+    let net = Net {
+        taps,
+        varmap,
+        batch: 5,
+        losses: Box::new(|b| {
+            let h = emb.forward(&select(&ids, b)?)?.mean(1)?;
+            Ok(loss::cross_entropy(
+                &head.forward(&h)?,
+                &select(&labels, b)?,
+                None,
+            )?)
+        }),
+    };
+    check(&net, "embedding");
+}
+
+#[test]
+fn normalisations() {
+    for kind in ["layer", "rms", "group"] {
+        let (varmap, taps, vb) = builder();
+        let fc = nn::linear(4, 8, vb.pp("fc")).expect("layer");
+        let norm: Box<dyn Module> = match kind {
+            "layer" => Box::new(nn::layer_norm(8, 1e-5, vb.pp("norm")).expect("layer")),
+            "rms" => Box::new(nn::rms_norm(8, 1e-5, vb.pp("norm")).expect("layer")),
+            _ => Box::new(nn::group_norm(2, 8, 1e-5, vb.pp("norm")).expect("layer")),
+        };
+        let head = nn::linear(8, 1, vb.pp("head")).expect("layer");
+        let x = random(5, &[6, 3, 4], 1.0);
+        let y = random(6, &[6, 1], 1.0);
+        let net = Net {
+            taps,
+            varmap,
+            batch: 6,
+            losses: Box::new(|b| {
+                let h = fc.forward(&select(&x, b)?)?;
+                // Group norm reads channels at axis 1: (B, C, T).
+                let h = match kind {
+                    "group" => norm.forward(&h.transpose(1, 2)?)?.transpose(1, 2)?,
+                    _ => norm.forward(&h)?,
+                };
+                Ok(loss::mse(
+                    &head.forward(&h.gelu()?.mean(1)?)?,
+                    &select(&y, b)?,
+                )?)
+            }),
+        };
+        check(&net, kind);
+    }
+}
+
+#[test]
+fn convolutions() {
+    let (varmap, taps, vb) = builder();
+    let c1 = nn::conv1d(
+        2,
+        3,
+        3,
+        Conv1dConfig {
+            padding: 1,
+            stride: 2,
+            ..Default::default()
+        },
+        vb.pp("c1"),
+    )
+    .expect("layer");
+    let c2 = nn::conv2d(
+        1,
+        2,
+        3,
+        Conv2dConfig {
+            padding: 1,
+            ..Default::default()
+        },
+        vb.pp("c2"),
+    )
+    .expect("layer");
+    let head = nn::linear(3 * 4 + 2 * 5 * 5, 2, vb.pp("head")).expect("layer");
+    let seq = random(7, &[5, 2, 8], 1.0);
+    let img = random(8, &[5, 1, 5, 5], 1.0);
+    let labels = tokens(9, 5, 1, 2).squeeze(1).expect("labels");
+    let net = Net {
+        taps,
+        varmap,
+        batch: 5,
+        losses: Box::new(|b| {
+            let a = c1.forward(&select(&seq, b)?)?.relu()?.flatten_from(1)?;
+            let c = c2.forward(&select(&img, b)?)?.tanh()?.flatten_from(1)?;
+            let h = Tensor::cat(&[a, c], 1)?;
+            Ok(loss::cross_entropy(
+                &head.forward(&h)?,
+                &select(&labels, b)?,
+                None,
+            )?)
+        }),
+    };
+    check(&net, "convolutions");
+}

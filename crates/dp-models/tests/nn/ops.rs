@@ -1,0 +1,101 @@
+//! The differentiable ops: the same values as candle-nn's fused ops, and gradients equal
+//! to central finite differences (in f64).
+
+use candle_core::{DType, Device, Tensor, Var};
+use dp_models::nn::ops;
+
+use super::check::{random, relative_error};
+
+fn host64(t: &Tensor) -> Vec<f64> {
+    t.flatten_all().and_then(|t| t.to_vec1()).expect("host")
+}
+
+/// The gradient of `Σ w ⊙ op(x)` by autograd and by central differences agree.
+fn check_gradient(
+    op: &dyn Fn(&Tensor) -> candle_core::Result<Tensor>,
+    shape: &[usize],
+    what: &str,
+) {
+    let x0 = random(51, shape, 1.5).to_dtype(DType::F64).expect("x");
+    let w = random(52, shape, 1.0).to_dtype(DType::F64).expect("w");
+    let objective = |x: &Tensor| (op(x)? * &w)?.sum_all();
+    let x = Var::from_tensor(&x0).expect("var");
+    let grads = objective(x.as_tensor())
+        .and_then(|o| o.backward())
+        .expect("backward");
+    let analytic = host64(grads.get(x.as_tensor()).expect("a gradient reaches x"));
+    let base = host64(&x0);
+    let h = 1e-6;
+    let numeric: Vec<f64> = (0..base.len())
+        .map(|i| {
+            let at = |delta: f64| {
+                let mut v = base.clone();
+                v[i] += delta;
+                let t = Tensor::from_vec(v, shape, &Device::Cpu).expect("shape");
+                objective(&t)
+                    .and_then(|o| o.to_scalar::<f64>())
+                    .expect("objective")
+            };
+            (at(h) - at(-h)) / (2.0 * h)
+        })
+        .collect();
+    let scale = numeric.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let err = analytic
+        .iter()
+        .zip(&numeric)
+        .fold(0.0f64, |m, (a, n)| m.max((a - n).abs()))
+        / scale;
+    assert!(err < 1e-6, "{what}: gradient relative error {err}");
+}
+
+#[test]
+fn gradients_equal_finite_differences() {
+    check_gradient(&|x| ops::layer_norm(x, 1e-5), &[3, 4, 6], "layer_norm");
+    check_gradient(&|x| ops::rms_norm(x, 1e-6), &[3, 4, 6], "rms_norm");
+    check_gradient(&ops::softmax_last_dim, &[3, 4, 6], "softmax_last_dim");
+    let angles = random(53, &[4, 3], 3.0)
+        .to_dtype(DType::F64)
+        .expect("angles");
+    let (cos, sin) = (angles.cos().expect("cos"), angles.sin().expect("sin"));
+    check_gradient(&|x| ops::rope(x, &cos, &sin), &[2, 2, 4, 6], "rope");
+}
+
+#[test]
+fn values_equal_candle_nn_fused_ops() {
+    let x = random(54, &[3, 5, 8], 2.0);
+    let ones = Tensor::ones(8, DType::F32, &Device::Cpu).expect("ones");
+    let zeros = Tensor::zeros(8, DType::F32, &Device::Cpu).expect("zeros");
+    let host = |t: Tensor| {
+        t.flatten_all()
+            .and_then(|t| t.to_vec1::<f32>())
+            .expect("host")
+    };
+    let pairs = [
+        (
+            ops::layer_norm(&x, 1e-5),
+            candle_nn::ops::layer_norm(&x, &ones, &zeros, 1e-5),
+            "layer_norm",
+        ),
+        (
+            ops::rms_norm(&x, 1e-6),
+            candle_nn::ops::rms_norm(&x, &ones, 1e-6),
+            "rms_norm",
+        ),
+        (
+            ops::softmax_last_dim(&x),
+            candle_nn::ops::softmax_last_dim(&x),
+            "softmax_last_dim",
+        ),
+    ];
+    for (ours, theirs, what) in pairs {
+        let err = relative_error(&host(ours.expect("ours")), &host(theirs.expect("theirs")));
+        assert!(err < 1e-5, "{what}: {err}");
+    }
+    let q = random(55, &[2, 3, 4, 8], 1.0);
+    let angles = random(56, &[4, 4], 3.0);
+    let (cos, sin) = (angles.cos().expect("cos"), angles.sin().expect("sin"));
+    let ours = ops::rope(&q, &cos, &sin).expect("rope");
+    let theirs = candle_nn::rotary_emb::rope(&q, &cos, &sin).expect("candle rope");
+    let err = relative_error(&host(ours), &host(theirs));
+    assert!(err < 1e-6, "rope: {err}");
+}
