@@ -19,6 +19,7 @@ mod evaluate;
 pub mod fault;
 mod fingerprint;
 pub mod gdp;
+mod make_private;
 mod optimizer;
 mod sampler;
 mod selection;
@@ -32,6 +33,9 @@ pub use engine::{ClippedSum, NoisyGradient, PrivacyEngine, Snapshot, StepCharge,
 pub use error::{Error, Result};
 pub use evaluate::{accuracy, expected_class_rmse};
 pub use fingerprint::{RunField, RunFingerprint};
+pub use make_private::{
+    make_private, noise_multiplier_for, Noise, PrivateSettings, PrivateTraining,
+};
 pub use optimizer::Optimizer;
 pub use sampler::{Sampler, ShuffleState};
 pub use selection::{CoordinateSelection, CoordinateSelector};

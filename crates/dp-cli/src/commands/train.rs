@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use dp_accounting::{calibrate_noise, AccountantKind, CalibrationOptions, OrderGrid};
+use dp_accounting::{AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
@@ -221,14 +221,15 @@ fn privacy(
     let sigma = match (args.noise_multiplier, args.target_epsilon) {
         (Some(s), _) => s,
         (None, Some(target)) => {
-            let scheme = sampler.scheme(n);
-            let make = || accountant.build(scheme.relation(), &orders);
-            let event = |s: f64| scheme.gaussian_run_event(s, total_steps);
-            let options = CalibrationOptions {
-                relative_tolerance: 1e-4,
-                ..CalibrationOptions::default()
-            };
-            let solved = calibrate_noise(make, event, target, args.delta, options)?;
+            let solved = dp_optim::noise_multiplier_for(
+                target,
+                args.delta,
+                sampler,
+                n,
+                total_steps,
+                accountant,
+                &orders,
+            )?;
             diag(&format!(
                 "calibrated noise_multiplier = {:.4} for epsilon {} over {total_steps} steps",
                 solved.value,

@@ -1,0 +1,211 @@
+//! The entry point for training one's own model privately, in the spirit of Opacus's
+//! `make_private` / `make_private_with_epsilon`: a model, its training data and a few
+//! settings in; a DP-SGD run with its engine, ledger and budget out.
+
+use dp_accounting::{calibrate_noise, AccountantKind, Calibrated, CalibrationOptions, OrderGrid};
+use dp_mechanisms::NoiseSource;
+use dp_models::{PrivateModel, TrainingData};
+
+use crate::algorithm::DpSgd;
+use crate::config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig};
+use crate::engine::PrivacyEngine;
+use crate::error::Result;
+use crate::optimizer::Optimizer;
+use crate::sampler::Sampler;
+use crate::trainer::{FitOutcome, Observer, Trainer};
+use dp_accounting::validate;
+
+/// What sets the noise of a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Noise {
+    /// A given noise multiplier σ (Opacus's `make_private`); ε is whatever the run costs.
+    Multiplier(f64),
+    /// The smallest σ whose run of `epochs` meets this ε at δ (Opacus's
+    /// `make_private_with_epsilon`), enforced as the run's budget on the ledger.
+    TargetEpsilon(f64),
+}
+
+/// The settings of a DP-SGD run on one's own model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrivateSettings {
+    /// The expected batch size: each example joins each batch independently with
+    /// probability `batch_size / N` (Poisson sampling, the sampling the accounting assumes).
+    pub batch_size: usize,
+    /// Epochs of `N / batch_size` steps.
+    pub epochs: usize,
+    /// The clipping norm C.
+    pub max_grad_norm: f64,
+    /// Flat (default) or per-layer clipping.
+    pub clipping: Clipping,
+    /// σ, or the target ε it is calibrated to.
+    pub noise: Noise,
+    /// δ (Opacus's `target_delta`); a common choice is below 1/N.
+    pub delta: f64,
+    /// The update rule.
+    pub optimizer: Optimizer,
+    /// The accountant for ε, the calibration and the budget (default PLD, the tightest).
+    pub accountant: AccountantKind,
+}
+
+impl PrivateSettings {
+    /// Flat clipping at `max_grad_norm`, PLD accounting, and the rest as given.
+    pub fn new(
+        batch_size: usize,
+        epochs: usize,
+        max_grad_norm: f64,
+        noise: Noise,
+        delta: f64,
+        optimizer: Optimizer,
+    ) -> Self {
+        PrivateSettings {
+            batch_size,
+            epochs,
+            max_grad_norm,
+            clipping: Clipping::Flat,
+            noise,
+            delta,
+            optimizer,
+            accountant: AccountantKind::Pld,
+        }
+    }
+}
+
+/// A DP-SGD run made by [`make_private`]: its engine (ledger, budget, checkpoints) and
+/// its length.
+pub struct PrivateTraining<M: PrivateModel> {
+    engine: PrivacyEngine<M>,
+    total_steps: u64,
+    steps_per_epoch: u64,
+}
+
+/// Makes `model` trainable with DP-SGD on `train` under `settings`: Poisson sampling at
+/// rate `batch_size / N`, per-example clipping at C, Gaussian noise σC on each sum, and
+/// the accountant's ledger (with the budget enforced on it when the noise is set by a
+/// target ε). The model is any [`PrivateModel`]: one of this workspace's classifiers, or
+/// one's own Candle network through [`dp_models::nn::PrivateNet`].
+pub fn make_private<M: PrivateModel>(
+    model: M,
+    train: &M::Data,
+    settings: &PrivateSettings,
+    noise: NoiseSource,
+) -> Result<PrivateTraining<M>> {
+    let n = train.len();
+    validate::at_least_one("batch_size", settings.batch_size)?;
+    validate::at_least_one("epochs", settings.epochs)?;
+    let sampler = Sampler::Poisson {
+        sampling_rate: settings.batch_size as f64 / n.max(1) as f64,
+    };
+    sampler.validate(n)?;
+    let steps_per_epoch = sampler.steps_per_epoch(n) as u64;
+    let total_steps = steps_per_epoch * settings.epochs as u64;
+    let orders = OrderGrid::Opacus;
+    let (noise_multiplier, target_epsilon) = match settings.noise {
+        Noise::Multiplier(sigma) => (sigma, None),
+        Noise::TargetEpsilon(target) => {
+            let solved = noise_multiplier_for(
+                target,
+                settings.delta,
+                sampler,
+                n,
+                total_steps,
+                settings.accountant,
+                &orders,
+            )?;
+            (solved.value, Some(target))
+        }
+    };
+    let config = TrainConfig {
+        sampler,
+        privacy: Some(PrivacyConfig {
+            noise_multiplier,
+            max_grad_norm: settings.max_grad_norm,
+            clipping: settings.clipping,
+            delta: settings.delta,
+            target_epsilon,
+            accountant: settings.accountant,
+            orders,
+        }),
+        optimizer: settings.optimizer,
+        normalisation: GradientNormalisation::ExpectedBatchSize,
+    };
+    Ok(PrivateTraining {
+        engine: PrivacyEngine::new(model, config, n, noise)?,
+        total_steps,
+        steps_per_epoch,
+    })
+}
+
+/// The smallest noise multiplier (relative tolerance 1e-4, never overshooting) with which
+/// `steps` steps of DP-SGD under `sampler` on `n` records meet `target_epsilon` at `delta`
+/// by `accountant`.
+pub fn noise_multiplier_for(
+    target_epsilon: f64,
+    delta: f64,
+    sampler: Sampler,
+    n: usize,
+    steps: u64,
+    accountant: AccountantKind,
+    orders: &OrderGrid,
+) -> Result<Calibrated<f64>> {
+    let scheme = sampler.scheme(n);
+    let make = || accountant.build(scheme.relation(), orders);
+    let event = |sigma: f64| scheme.gaussian_run_event(sigma, steps);
+    let options = CalibrationOptions {
+        relative_tolerance: 1e-4,
+        ..CalibrationOptions::default()
+    };
+    Ok(calibrate_noise(
+        make,
+        event,
+        target_epsilon,
+        delta,
+        options,
+    )?)
+}
+
+impl<M: PrivateModel> PrivateTraining<M> {
+    /// Trains for the configured epochs (or until the budget refuses a step), calling
+    /// `observer` after each step and epoch.
+    pub fn fit<O: Observer<M, DpSgd>>(
+        &mut self,
+        train: &M::Data,
+        observer: &mut O,
+    ) -> Result<FitOutcome> {
+        let trainer = Trainer {
+            total_steps: self.total_steps,
+            steps_per_epoch: self.steps_per_epoch,
+            checkpoints: None,
+            schedule: None,
+        };
+        trainer.fit(&mut self.engine, &mut DpSgd, train, observer)
+    }
+
+    /// The engine: ε, the ledger, the model, checkpoints.
+    pub fn engine(&self) -> &PrivacyEngine<M> {
+        &self.engine
+    }
+
+    /// The engine, mutably (learning rate, physical batch size, …).
+    pub fn engine_mut(&mut self) -> &mut PrivacyEngine<M> {
+        &mut self.engine
+    }
+
+    /// The noise multiplier the run uses (calibrated, or as given).
+    pub fn noise_multiplier(&self) -> f64 {
+        self.engine
+            .config()
+            .privacy
+            .as_ref()
+            .map_or(0.0, |p| p.noise_multiplier)
+    }
+
+    /// The run's length in steps.
+    pub fn total_steps(&self) -> u64 {
+        self.total_steps
+    }
+
+    /// The engine, for what follows training.
+    pub fn into_engine(self) -> PrivacyEngine<M> {
+        self.engine
+    }
+}
