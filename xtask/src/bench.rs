@@ -8,6 +8,8 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use dp_accounting::{Accountant, Conversion, DpEvent, OrderGrid, PldConfig, RdpConfig};
 
+mod transformer;
+
 #[derive(Debug, Subcommand)]
 pub enum Suite {
     /// RDP (151 orders) and PLD (interval 1e-4) ε for q = 256/60000, σ = 1.1, 14062 steps.
@@ -41,6 +43,35 @@ pub enum Suite {
         #[arg(long)]
         compare_opacus: bool,
     },
+    /// A DP-SGD step (ghost clipping through the DP layers) against a non-private step on
+    /// a pre-LN transformer encoder, random tokens, CPU.
+    Transformer {
+        /// Blocks.
+        #[arg(long, default_value_t = 4)]
+        layers: usize,
+        /// Model width d.
+        #[arg(long, default_value_t = 256)]
+        width: usize,
+        /// Attention heads.
+        #[arg(long, default_value_t = 4)]
+        heads: usize,
+        /// Sequence length.
+        #[arg(long, default_value_t = 128)]
+        seq: usize,
+        /// Batch size.
+        #[arg(long, default_value_t = 32)]
+        batch_size: usize,
+        /// Vocabulary size.
+        #[arg(long, default_value_t = 8192)]
+        vocab: usize,
+        /// Timed steps of each kind.
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        /// Also time Opacus (ghost clipping) and PyTorch on the same architecture, in the
+        /// same sitting, with `$DP_BENCH_PYTHON` (default `python3`).
+        #[arg(long)]
+        compare_opacus: bool,
+    },
     /// Gaussian fill rate into a 10^6 buffer; exponential mechanism and top-k (k = 1%)
     /// over 10^6 scores.
     Mechanisms {
@@ -62,6 +93,27 @@ pub fn run(suite: Suite) -> Result<()> {
             compare_python,
         } => accounting(repeats.max(1), compare_python),
         Suite::Mechanisms { repeats } => mechanisms(repeats.max(1)),
+        Suite::Transformer {
+            layers,
+            width,
+            heads,
+            seq,
+            batch_size,
+            vocab,
+            steps,
+            compare_opacus,
+        } => transformer::run(
+            transformer::Shape {
+                layers,
+                width,
+                heads,
+                seq,
+                batch: batch_size,
+                vocab,
+            },
+            steps.max(1),
+            compare_opacus,
+        ),
         Suite::DpSgd {
             model,
             batch_size,

@@ -6,6 +6,7 @@ use candle_nn::Init;
 use super::contribution::{Contribution, Left};
 use super::taps::Taps;
 use super::var_builder::DpVarBuilder;
+use crate::cpu;
 use crate::error::{Error, Result};
 
 /// `y = x Wᵀ + b` on (B, …, in), batch first. Its per-sample gradients are
@@ -89,11 +90,29 @@ impl Linear {
 }
 
 /// `x Wᵀ + b` with `x` flattened to rows, so that the weight is one 2-D matmul (no
-/// per-example broadcast copies of it in Candle's backward).
-fn affine(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> candle_core::Result<Tensor> {
+/// per-example broadcast copies of it in Candle's backward). With `constant_weight` on
+/// the CPU the matmul is [`cpu::Matmul`], whose backward is the input gradient only:
+/// Candle's would also compute the weight's summed gradient, a gemm as large as the
+/// forward, that a private step never uses.
+fn affine(
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    constant_weight: bool,
+) -> candle_core::Result<Tensor> {
     let in_dim = x.dim(candle_core::D::Minus1)?;
     let mut dims = x.dims().to_vec();
-    let rows = x.reshape(((), in_dim))?.matmul(&w.t()?)?;
+    let x2 = x.reshape(((), in_dim))?;
+    let rows = if constant_weight && cpu::applies(x) && x.track_op() {
+        x2.contiguous()?.apply_op2(
+            &w.contiguous()?,
+            cpu::Matmul {
+                rhs_transposed: true,
+            },
+        )?
+    } else {
+        x2.matmul(&w.t()?)?
+    };
     if let Some(last) = dims.last_mut() {
         *last = w.dim(0)?;
     }
@@ -111,11 +130,12 @@ impl Module for Linear {
                 x,
                 self.weight.as_tensor(),
                 self.bias.as_ref().map(|b| b.as_tensor()),
+                false,
             );
         }
         let w = self.weight.as_tensor().detach();
         let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
-        let y = affine(x, &w, b.as_ref())?;
+        let y = affine(x, &w, b.as_ref(), true)?;
         let (weight, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
         self.taps.tap(y, move |grad| {
             let batch = grad.dim(0)?;

@@ -29,11 +29,14 @@
 //! * Layers, one per file: [`Linear`], [`Embedding`], [`Conv1d`], [`Conv2d`],
 //!   [`LayerNorm`], [`RmsNorm`], [`GroupNorm`]; a layer of one's own taps its output with
 //!   [`Taps::tap`] and describes its per-sample gradients as [`Contribution`]s.
+//! * [`MultiHeadAttention`], [`Transformer`] — attention and a pre-LN transformer
+//!   (encoder or causal decoder) from these layers.
 //! * [`ops`] — differentiable replacements for candle-nn's fused ops without a backward.
 //! * [`loss`] — per-example losses (cross-entropy with ignore index, next-token, MSE, BCE).
 //! * [`PrivateNet`] — a network and its loss closure as a [`PrivateModel`](crate::PrivateModel)
 //!   for the DP engine.
 
+mod attention;
 mod contribution;
 mod conv1d;
 mod conv2d;
@@ -48,9 +51,11 @@ mod private_net;
 mod rms_norm;
 mod scale_shift;
 mod taps;
+mod transformer;
 mod unfold;
 mod var_builder;
 
+pub use attention::MultiHeadAttention;
 pub use contribution::{Contribution, Left, NormMethod};
 pub use conv1d::{conv1d, Conv1d};
 pub use conv2d::{conv2d, Conv2d};
@@ -62,4 +67,5 @@ pub use linear::{linear, linear_no_bias, Linear};
 pub use private_net::PrivateNet;
 pub use rms_norm::{rms_norm, RmsNorm};
 pub use taps::{Param, Resolve, Taps};
+pub use transformer::{Transformer, TransformerConfig};
 pub use var_builder::DpVarBuilder;

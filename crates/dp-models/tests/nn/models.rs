@@ -262,3 +262,32 @@ fn mlp_regressor_with_mse() {
     };
     check(&net, "MLP regressor");
 }
+
+#[test]
+fn library_transformer_decoder_with_tied_head() {
+    let (varmap, taps, vb) = builder();
+    let config = nn::TransformerConfig {
+        vocab: 17,
+        context: 8,
+        width: 8,
+        heads: 2,
+        layers: 2,
+        mlp_ratio: 2,
+        causal: true,
+    };
+    let model = nn::Transformer::new(&config, vb).expect("model");
+    let head = Linear::from_vars(model.token_embedding().embeddings().clone(), None, &taps)
+        .expect("tied head");
+    let ids = tokens(71, 3, 8, 17);
+    let net = Net {
+        taps,
+        varmap,
+        batch: 3,
+        losses: Box::new(|b| {
+            let ids = select(&ids, b)?;
+            let logits = head.forward(&model.forward(&ids)?)?;
+            Ok(loss::next_token_cross_entropy(&logits, &ids, None)?)
+        }),
+    };
+    check(&net, "library transformer");
+}

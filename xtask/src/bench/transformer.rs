@@ -1,0 +1,183 @@
+//! `cargo xtask bench transformer`: one DP-SGD step (ghost clipping through the DP
+//! layers' taps, Gaussian noise, SGD update) against one non-private step (Candle's
+//! backward of the summed loss, SGD update) on a pre-LN transformer encoder classifying
+//! random token sequences; optionally Opacus (ghost clipping) on the same architecture in
+//! the same sitting.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use candle_core::{Device, Module, Tensor};
+use candle_nn::VarMap;
+use dp_mechanisms::NoiseSource;
+use dp_models::nn::{self, loss, DpVarBuilder, NormMethod, Taps, Transformer, TransformerConfig};
+use dp_models::ClipRule;
+
+/// The benchmark's shape.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub layers: usize,
+    pub width: usize,
+    pub heads: usize,
+    pub seq: usize,
+    pub batch: usize,
+    pub vocab: usize,
+}
+
+struct Bench {
+    taps: Taps,
+    model: Transformer,
+    head: nn::Linear,
+    ids: Tensor,
+    labels: Tensor,
+    lr: f64,
+}
+
+impl Bench {
+    fn new(s: Shape, noise: &mut NoiseSource) -> Result<Self> {
+        let (varmap, taps, device) = (VarMap::new(), Taps::new(), Device::Cpu);
+        let vb = DpVarBuilder::from_varmap(&varmap, &taps, &device);
+        let config = TransformerConfig {
+            vocab: s.vocab,
+            context: s.seq,
+            width: s.width,
+            heads: s.heads,
+            layers: s.layers,
+            mlp_ratio: 4,
+            causal: false,
+        };
+        let model = Transformer::new(&config, vb.pp("encoder"))?;
+        let head = nn::linear(s.width, 2, vb.pp("head"))?;
+        let ids: Vec<u32> = (0..s.batch * s.seq).map(|_| noise.index_below(s.vocab) as u32).collect();
+        let labels: Vec<u32> = (0..s.batch).map(|i| (i % 2) as u32).collect();
+        Ok(Bench {
+            taps,
+            model,
+            head,
+            ids: Tensor::from_vec(ids, (s.batch, s.seq), &device)?,
+            labels: Tensor::from_vec(labels, s.batch, &device)?,
+            lr: 1e-3,
+        })
+    }
+
+    fn losses(&self) -> dp_models::Result<Tensor> {
+        let hidden = self.model.forward(&self.ids)?.mean(1)?;
+        Ok(loss::cross_entropy(&self.head.forward(&hidden)?, &self.labels, None)?)
+    }
+
+    /// Clipped sums, noise drawn on the host and copied, SGD on each parameter.
+    fn private_step(&self, noise: &mut NoiseSource) -> Result<()> {
+        let rule = ClipRule::Flat { max_norm: 1.0 };
+        let grads = self.taps.clipped_gradients(|| self.losses(), rule, NormMethod::Auto)?;
+        for (param, (_, sum)) in self.taps.params().iter().zip(&grads.clipped_sums) {
+            let mut z = vec![0f32; sum.elem_count()];
+            noise.add_gaussian_f32(&mut z, 1.0);
+            let noisy = (sum + Tensor::from_vec(z, sum.shape(), sum.device())?)?;
+            let t = param.var.as_tensor();
+            param.var.set(&(t - (noisy * self.lr)?)?)?;
+        }
+        Ok(())
+    }
+
+    /// Candle's backward of the summed loss, SGD on each parameter.
+    fn plain_step(&self) -> Result<()> {
+        let grads = self.losses()?.sum_all()?.backward()?;
+        for param in self.taps.params() {
+            let t = param.var.as_tensor();
+            let g = grads.get(t).context("a parameter without a gradient")?;
+            param.var.set(&(t - (g * self.lr)?)?)?;
+        }
+        Ok(())
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Interleaved private and non-private steps; returns (private, plain) samples/s.
+fn measure(b: &Bench, s: Shape, steps: usize, noise: &mut NoiseSource) -> Result<(f64, f64)> {
+    b.private_step(noise)?;
+    b.plain_step()?;
+    let (mut private, mut plain) = (Vec::new(), Vec::new());
+    for _ in 0..steps {
+        let start = Instant::now();
+        b.private_step(noise)?;
+        private.push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        b.plain_step()?;
+        plain.push(start.elapsed().as_secs_f64());
+    }
+    let (tp, tn) = (median(&mut private), median(&mut plain));
+    println!("private     {:>9.1} ms/step  {:>8.1} samples/s", tp * 1e3, s.batch as f64 / tp);
+    println!("non-private {:>9.1} ms/step  {:>8.1} samples/s", tn * 1e3, s.batch as f64 / tn);
+    println!("DP step / non-private step: {:.3}", tp / tn);
+    Ok((s.batch as f64 / tp, s.batch as f64 / tn))
+}
+
+pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
+    let mut noise = NoiseSource::seeded(0);
+    let bench = Bench::new(s, &mut noise)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let params: usize = bench.taps.params().iter().map(|p| p.var.as_tensor().elem_count()).sum();
+    println!(
+        "transformer benchmark: {} layers, d = {}, {} heads, sequence {}, batch {}, vocabulary {}, {params} parameters, {steps} interleaved steps each, {threads} threads",
+        s.layers, s.width, s.heads, s.seq, s.batch, s.vocab
+    );
+    let before = measure(&bench, s, steps, &mut noise)?;
+    if let Some(rss) = super::peak_rss_mib() {
+        println!("peak RSS {rss:.0} MiB");
+    }
+    if !compare_opacus {
+        return Ok(());
+    }
+    let opacus = opacus(s, steps, threads)?;
+    let after = measure(&bench, s, steps, &mut noise)?;
+    let ours = (before.0 + after.0) / 2.0;
+    if let Some((mode, rate)) = opacus.iter().find(|(m, _)| m.starts_with("opacus")) {
+        println!(
+            "same sitting: ours {ours:.1} samples/s (before {:.1}, after {:.1}) vs {mode} {rate:.1}: {:.2}x",
+            before.0,
+            after.0,
+            ours / rate
+        );
+    }
+    Ok(())
+}
+
+/// Runs `scripts/opacus_transformer.py`; returns (mode, samples/s) per mode that ran.
+fn opacus(s: Shape, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/opacus_transformer.py");
+    let python = std::env::var("DP_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let args = [s.layers, s.width, s.heads, s.seq, s.batch, s.vocab, steps, threads];
+    let output = Command::new(&python)
+        .arg(&script)
+        .args(args.map(|n| n.to_string()))
+        .output()
+        .with_context(|| format!("running {python}"))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "Opacus benchmark failed ({python}): {}",
+        String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+    );
+    let mut modes = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let row: serde_json::Value = serde_json::from_str(line)?;
+        let mode = row["mode"].as_str().unwrap_or("?").to_string();
+        match row["samples_per_s"].as_f64() {
+            Some(rate) => {
+                println!(
+                    "{mode:<22} {:>9.1} ms/step  {rate:>8.1} samples/s  peak RSS {:.0} MiB",
+                    row["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+                    row["peak_rss_mib"].as_f64().unwrap_or(f64::NAN)
+                );
+                modes.push((mode, rate));
+            }
+            None => println!("{mode:<22} did not run: {}", row["error"]),
+        }
+    }
+    Ok(modes)
+}
