@@ -50,7 +50,9 @@ impl Bench {
         };
         let model = Transformer::new(&config, vb.pp("encoder"))?;
         let head = nn::linear(s.width, 2, vb.pp("head"))?;
-        let ids: Vec<u32> = (0..s.batch * s.seq).map(|_| noise.index_below(s.vocab) as u32).collect();
+        let ids: Vec<u32> = (0..s.batch * s.seq)
+            .map(|_| noise.index_below(s.vocab) as u32)
+            .collect();
         let labels: Vec<u32> = (0..s.batch).map(|i| (i % 2) as u32).collect();
         Ok(Bench {
             taps,
@@ -64,13 +66,19 @@ impl Bench {
 
     fn losses(&self) -> dp_models::Result<Tensor> {
         let hidden = self.model.forward(&self.ids)?.mean(1)?;
-        Ok(loss::cross_entropy(&self.head.forward(&hidden)?, &self.labels, None)?)
+        Ok(loss::cross_entropy(
+            &self.head.forward(&hidden)?,
+            &self.labels,
+            None,
+        )?)
     }
 
     /// Clipped sums, noise drawn on the host and copied, SGD on each parameter.
     fn private_step(&self, noise: &mut NoiseSource) -> Result<()> {
         let rule = ClipRule::Flat { max_norm: 1.0 };
-        let grads = self.taps.clipped_gradients(|| self.losses(), rule, NormMethod::Auto)?;
+        let grads = self
+            .taps
+            .clipped_gradients(|| self.losses(), rule, NormMethod::Auto)?;
         for (param, (_, sum)) in self.taps.params().iter().zip(&grads.clipped_sums) {
             let mut z = vec![0f32; sum.elem_count()];
             noise.add_gaussian_f32(&mut z, 1.0);
@@ -112,8 +120,16 @@ fn measure(b: &Bench, s: Shape, steps: usize, noise: &mut NoiseSource) -> Result
         plain.push(start.elapsed().as_secs_f64());
     }
     let (tp, tn) = (median(&mut private), median(&mut plain));
-    println!("private     {:>9.1} ms/step  {:>8.1} samples/s", tp * 1e3, s.batch as f64 / tp);
-    println!("non-private {:>9.1} ms/step  {:>8.1} samples/s", tn * 1e3, s.batch as f64 / tn);
+    println!(
+        "private     {:>9.1} ms/step  {:>8.1} samples/s",
+        tp * 1e3,
+        s.batch as f64 / tp
+    );
+    println!(
+        "non-private {:>9.1} ms/step  {:>8.1} samples/s",
+        tn * 1e3,
+        s.batch as f64 / tn
+    );
     println!("DP step / non-private step: {:.3}", tp / tn);
     Ok((s.batch as f64 / tp, s.batch as f64 / tn))
 }
@@ -122,7 +138,12 @@ pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
     let mut noise = NoiseSource::seeded(0);
     let bench = Bench::new(s, &mut noise)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let params: usize = bench.taps.params().iter().map(|p| p.var.as_tensor().elem_count()).sum();
+    let params: usize = bench
+        .taps
+        .params()
+        .iter()
+        .map(|p| p.var.as_tensor().elem_count())
+        .sum();
     println!(
         "transformer benchmark: {} layers, d = {}, {} heads, sequence {}, batch {}, vocabulary {}, {params} parameters, {steps} interleaved steps each, {threads} threads",
         s.layers, s.width, s.heads, s.seq, s.batch, s.vocab
@@ -152,7 +173,9 @@ pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
 fn opacus(s: Shape, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/opacus_transformer.py");
     let python = std::env::var("DP_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
-    let args = [s.layers, s.width, s.heads, s.seq, s.batch, s.vocab, steps, threads];
+    let args = [
+        s.layers, s.width, s.heads, s.seq, s.batch, s.vocab, steps, threads,
+    ];
     let output = Command::new(&python)
         .arg(&script)
         .args(args.map(|n| n.to_string()))
@@ -161,7 +184,10 @@ fn opacus(s: Shape, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> 
     anyhow::ensure!(
         output.status.success(),
         "Opacus benchmark failed ({python}): {}",
-        String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .last()
+            .unwrap_or("")
     );
     let mut modes = Vec::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {

@@ -57,7 +57,9 @@ impl Block {
 impl Module for Block {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let x = (x + self.attn.forward(&self.ln1.forward(x)?)?)?;
-        let mlp = self.down.forward(&self.up.forward(&self.ln2.forward(&x)?)?.gelu()?)?;
+        let mlp = self
+            .down
+            .forward(&self.up.forward(&self.ln2.forward(&x)?)?.gelu()?)?;
         x + mlp
     }
 }
