@@ -5,7 +5,8 @@
 //! The other modules are the autograd tier's custom ops, one op per file, each with its
 //! own backward where it sits in the graph: convolution sample by sample with its im2col
 //! in cache and only the input gradient, matmuls without the unused weight gradient, max
-//! pooling, tanh, and per-sample conv norms and clipped sums. Candle's CPU `conv2d`
+//! pooling, tanh, and per-sample conv norms and clipped sums; and for `nn`, GELU, layer/RMS
+//! normalisation and the last-dim softmax in one pass each way. Candle's CPU `conv2d`
 //! backward and the `index_select` pooling cost ~85% of a DP step (docs/training.md).
 //! Other devices keep the portable Candle path.
 
@@ -14,9 +15,12 @@ use candle_core::{CpuStorage, Layout, Tensor};
 mod conv;
 mod conv_clipped_sum;
 mod conv_per_sample_rows;
+mod gelu;
 pub(crate) mod kernels;
 mod matmul;
 mod max_pool;
+mod normalize;
+mod softmax;
 mod tanh;
 mod unfold;
 mod weighted_row_sum;
@@ -24,8 +28,11 @@ mod weighted_row_sum;
 pub(crate) use conv::{conv_input_gradient, Conv};
 pub(crate) use conv_clipped_sum::ConvClippedSum;
 pub(crate) use conv_per_sample_rows::ConvPerSampleRows;
+pub(crate) use gelu::Gelu;
 pub(crate) use matmul::Matmul;
 pub(crate) use max_pool::{max_pool_backward, MaxPool};
+pub(crate) use normalize::Normalize;
+pub(crate) use softmax::SoftmaxLastDim;
 pub(crate) use tanh::{tanh_backward, Tanh};
 pub(crate) use unfold::Unfold;
 pub(crate) use weighted_row_sum::WeightedRowSum;

@@ -1,12 +1,37 @@
 //! Differentiable replacements for candle-nn's fused ops that record no backward
 //! (`ops::layer_norm`, `ops::rms_norm`, `ops::softmax_last_dim`, `rotary_emb::rope`):
 //! the same values, built from Candle ops that have one, so that everything upstream of
-//! them receives its gradient.
+//! them receives its gradient. On the CPU (f32) each is one custom op with a one-pass
+//! backward; elsewhere (CUDA, f64) the `_composed` form from Candle ops.
 
 use candle_core::{Result, Tensor, D};
 
+use crate::cpu;
+
+/// The one-pass CPU op where it applies (f32 on the CPU), else `composed`.
+fn on_cpu_or(
+    x: &Tensor,
+    op: impl candle_core::CustomOp1 + Send + Sync + 'static,
+    composed: impl FnOnce() -> Result<Tensor>,
+) -> Result<Tensor> {
+    if cpu::applies(x) {
+        x.contiguous()?.apply_op1(op)
+    } else {
+        composed()
+    }
+}
+
 /// `(x − mean) / √(var + eps)` over the last dimension (no scale or shift).
 pub fn layer_norm(x: &Tensor, eps: f64) -> Result<Tensor> {
+    let op = cpu::Normalize {
+        eps: eps as f32,
+        remove_mean: true,
+    };
+    on_cpu_or(x, op, || layer_norm_composed(x, eps))
+}
+
+/// [`layer_norm`] from Candle ops, on any device and dtype.
+pub fn layer_norm_composed(x: &Tensor, eps: f64) -> Result<Tensor> {
     let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
     let var = centred.sqr()?.mean_keepdim(D::Minus1)?;
     centred.broadcast_div(&(var + eps)?.sqrt()?)
@@ -14,12 +39,31 @@ pub fn layer_norm(x: &Tensor, eps: f64) -> Result<Tensor> {
 
 /// `x / √(mean(x²) + eps)` over the last dimension (no scale).
 pub fn rms_norm(x: &Tensor, eps: f64) -> Result<Tensor> {
+    let op = cpu::Normalize {
+        eps: eps as f32,
+        remove_mean: false,
+    };
+    on_cpu_or(x, op, || rms_norm_composed(x, eps))
+}
+
+/// [`rms_norm`] from Candle ops, on any device and dtype.
+pub fn rms_norm_composed(x: &Tensor, eps: f64) -> Result<Tensor> {
     x.broadcast_div(&(x.sqr()?.mean_keepdim(D::Minus1)? + eps)?.sqrt()?)
 }
 
 /// Softmax over the last dimension.
 pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
+    on_cpu_or(x, cpu::SoftmaxLastDim, || softmax_last_dim_composed(x))
+}
+
+/// [`softmax_last_dim`] from Candle ops, on any device and dtype.
+pub fn softmax_last_dim_composed(x: &Tensor) -> Result<Tensor> {
     candle_nn::ops::softmax(x, D::Minus1)
+}
+
+/// GELU, tanh approximation (Candle's `gelu`): one pass each way on the CPU.
+pub fn gelu(x: &Tensor) -> Result<Tensor> {
+    on_cpu_or(x, cpu::Gelu, || x.gelu())
 }
 
 /// Rotary position embedding, the non-interleaved (GPT-NeoX / Llama) variant of

@@ -9,6 +9,7 @@ use super::attention::MultiHeadAttention;
 use super::embedding::{embedding, Embedding};
 use super::layer_norm::{layer_norm, LayerNorm};
 use super::linear::{linear, Linear};
+use super::ops;
 use super::var_builder::DpVarBuilder;
 use crate::error::Result;
 
@@ -59,7 +60,7 @@ impl Module for Block {
         let x = (x + self.attn.forward(&self.ln1.forward(x)?)?)?;
         let mlp = self
             .down
-            .forward(&self.up.forward(&self.ln2.forward(&x)?)?.gelu()?)?;
+            .forward(&ops::gelu(&self.up.forward(&self.ln2.forward(&x)?)?)?)?;
         x + mlp
     }
 }

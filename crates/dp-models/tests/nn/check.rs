@@ -192,7 +192,9 @@ fn check_clipped(net: &Net, reference: &[BTreeMap<String, Vec<f32>>], rule: Clip
                 *e += factor * v;
             }
         }
-        let floor = median_norm(reference) as f32 * 1e-3;
+        // As for the per-sample gradients: a sum that is zero in exact arithmetic (the key
+        // bias) is compared at the scale of the clipped gradient as a whole.
+        let floor = median_norm(reference) as f32 * 1e-2;
         let err = error_against(&host(sum), &expected, floor);
         assert!(
             err < 1e-5,

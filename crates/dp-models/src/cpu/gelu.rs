@@ -1,0 +1,75 @@
+//! GELU (tanh approximation, as Candle's `gelu`) with the one-`exp` tanh, and its backward.
+
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
+use rayon::prelude::*;
+
+use super::f32_slice;
+use super::kernels::tanh_fast;
+
+/// Elements per parallel task.
+const ELEMENTS_PER_TASK: usize = 16 * 1024;
+/// √(2/π).
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+/// The cubic coefficient of the approximation.
+const CUBIC: f32 = 0.044_715;
+
+/// `0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)))` in one pass (Candle's CPU `gelu` calls libm's
+/// `tanhf` per element and its backward builds eight tensors, `powf` among them).
+pub(crate) struct Gelu;
+
+impl CustomOp1 for Gelu {
+    fn name(&self) -> &'static str {
+        "dp-gelu"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = f32_slice(storage, layout)?;
+        let mut out = vec![0.0f32; x.len()];
+        out.par_chunks_mut(ELEMENTS_PER_TASK)
+            .zip(x.par_chunks(ELEMENTS_PER_TASK))
+            .for_each(|(out, x)| {
+                for (o, &v) in out.iter_mut().zip(x) {
+                    let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));
+                    *o = 0.5 * v * (1.0 + t);
+                }
+            });
+        Ok((CpuStorage::F32(out), layout.shape().clone()))
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(&grad_res.contiguous()?, &GeluBackward)?))
+    }
+}
+
+/// `(x, g) → g·GELU'(x)`.
+struct GeluBackward;
+
+impl CustomOp2 for GeluBackward {
+    fn name(&self) -> &'static str {
+        "dp-gelu-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (x, g) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
+        if x.len() != g.len() {
+            return Err(candle_core::Error::Msg("gelu backward: shape mismatch".into()));
+        }
+        let mut dx = vec![0.0f32; x.len()];
+        dx.par_chunks_mut(ELEMENTS_PER_TASK)
+            .zip(x.par_chunks(ELEMENTS_PER_TASK).zip(g.par_chunks(ELEMENTS_PER_TASK)))
+            .for_each(|(dx, (x, g))| {
+                for ((d, &v), &g) in dx.iter_mut().zip(x).zip(g) {
+                    let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));
+                    let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * v * v);
+                    *d = g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du);
+                }
+            });
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
