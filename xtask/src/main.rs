@@ -1,6 +1,7 @@
 //! Workspace automation: `cargo xtask bench …` and `cargo xtask reproduce …`.
 
 mod bench;
+mod gpu_check;
 
 use std::process::ExitCode;
 
@@ -28,6 +29,17 @@ enum Command {
         #[command(subcommand)]
         suite: bench::Suite,
     },
+    /// The DP layers on a CUDA device against the CPU (per-sample gradients of the same
+    /// networks with the same weights) and the private backward's speed there. Build with
+    /// `--features cuda`; `--device cpu` runs the checks without a GPU.
+    GpuCheck {
+        /// cuda or cpu.
+        #[arg(long, default_value = "cuda")]
+        device: String,
+        /// Timed private backwards per model.
+        #[arg(long, default_value_t = 10)]
+        steps: usize,
+    },
     /// Reproduce the papers' tables and compare them with the published numbers.
     Reproduce(dp_papers::ReproduceArgs),
 }
@@ -52,6 +64,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { suite } => bench::run(suite),
+        Command::GpuCheck { device, steps } => gpu_check::run(&device, steps.max(1)),
         Command::Reproduce(args) => dp_papers::run(args),
     };
     match result {

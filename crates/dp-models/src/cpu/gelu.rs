@@ -22,7 +22,11 @@ impl CustomOp1 for Gelu {
         "dp-gelu"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let x = f32_slice(storage, layout)?;
         let mut out = vec![0.0f32; x.len()];
         out.par_chunks_mut(ELEMENTS_PER_TASK)
@@ -36,8 +40,16 @@ impl CustomOp1 for Gelu {
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 
-    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(&grad_res.contiguous()?, &GeluBackward)?))
+    fn bwd(
+        &self,
+        arg: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(
+            &grad_res.contiguous()?,
+            &GeluBackward,
+        )?))
     }
 }
 
@@ -58,11 +70,16 @@ impl CustomOp2 for GeluBackward {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (x, g) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
         if x.len() != g.len() {
-            return Err(candle_core::Error::Msg("gelu backward: shape mismatch".into()));
+            return Err(candle_core::Error::Msg(
+                "gelu backward: shape mismatch".into(),
+            ));
         }
         let mut dx = vec![0.0f32; x.len()];
         dx.par_chunks_mut(ELEMENTS_PER_TASK)
-            .zip(x.par_chunks(ELEMENTS_PER_TASK).zip(g.par_chunks(ELEMENTS_PER_TASK)))
+            .zip(
+                x.par_chunks(ELEMENTS_PER_TASK)
+                    .zip(g.par_chunks(ELEMENTS_PER_TASK)),
+            )
             .for_each(|(dx, (x, g))| {
                 for ((d, &v), &g) in dx.iter_mut().zip(x).zip(g) {
                     let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));

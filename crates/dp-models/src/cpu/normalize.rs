@@ -22,16 +22,26 @@ impl Normalize {
     /// The row's mean (0 without `remove_mean`) and 1/√(var + eps).
     fn stats(&self, row: &[f32]) -> (f32, f32) {
         let n = row.len() as f32;
-        let mean = if self.remove_mean { row.iter().sum::<f32>() / n } else { 0.0 };
+        let mean = if self.remove_mean {
+            row.iter().sum::<f32>() / n
+        } else {
+            0.0
+        };
         let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
         (mean, 1.0 / (var + self.eps).sqrt())
     }
 }
 
 fn row_len(layout: &Layout) -> candle_core::Result<usize> {
-    layout.shape().dims().last().copied().filter(|&d| d > 0).ok_or_else(|| {
-        candle_core::Error::Msg("normalize: needs a non-empty last dimension".into())
-    })
+    layout
+        .shape()
+        .dims()
+        .last()
+        .copied()
+        .filter(|&d| d > 0)
+        .ok_or_else(|| {
+            candle_core::Error::Msg("normalize: needs a non-empty last dimension".into())
+        })
 }
 
 impl CustomOp1 for Normalize {
@@ -39,7 +49,11 @@ impl CustomOp1 for Normalize {
         "dp-normalize"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (x, d) = (f32_slice(storage, layout)?, row_len(layout)?);
         let mut out = vec![0.0f32; x.len()];
         out.par_chunks_mut(d * ROWS_PER_TASK)
@@ -47,14 +61,24 @@ impl CustomOp1 for Normalize {
             .for_each(|(out, x)| {
                 for (o, row) in out.chunks_mut(d).zip(x.chunks(d)) {
                     let (mean, rstd) = self.stats(row);
-                    o.iter_mut().zip(row).for_each(|(o, &v)| *o = (v - mean) * rstd);
+                    o.iter_mut()
+                        .zip(row)
+                        .for_each(|(o, &v)| *o = (v - mean) * rstd);
                 }
             });
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 
-    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(&grad_res.contiguous()?, &NormalizeBackward(*self))?))
+    fn bwd(
+        &self,
+        arg: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(
+            &grad_res.contiguous()?,
+            &NormalizeBackward(*self),
+        )?))
     }
 }
 
@@ -75,18 +99,32 @@ impl CustomOp2 for NormalizeBackward {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (x, g, d) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?, row_len(l1)?);
         if x.len() != g.len() {
-            return Err(candle_core::Error::Msg("normalize backward: shape mismatch".into()));
+            return Err(candle_core::Error::Msg(
+                "normalize backward: shape mismatch".into(),
+            ));
         }
         let op = self.0;
         let mut dx = vec![0.0f32; x.len()];
         dx.par_chunks_mut(d * ROWS_PER_TASK)
-            .zip(x.par_chunks(d * ROWS_PER_TASK).zip(g.par_chunks(d * ROWS_PER_TASK)))
+            .zip(
+                x.par_chunks(d * ROWS_PER_TASK)
+                    .zip(g.par_chunks(d * ROWS_PER_TASK)),
+            )
             .for_each(|(dx, (x, g))| {
                 for ((dx, x), g) in dx.chunks_mut(d).zip(x.chunks(d)).zip(g.chunks(d)) {
                     let (mean, rstd) = op.stats(x);
                     let n = d as f32;
-                    let g_mean = if op.remove_mean { g.iter().sum::<f32>() / n } else { 0.0 };
-                    let gx = g.iter().zip(x).map(|(&g, &v)| g * (v - mean) * rstd).sum::<f32>() / n;
+                    let g_mean = if op.remove_mean {
+                        g.iter().sum::<f32>() / n
+                    } else {
+                        0.0
+                    };
+                    let gx = g
+                        .iter()
+                        .zip(x)
+                        .map(|(&g, &v)| g * (v - mean) * rstd)
+                        .sum::<f32>()
+                        / n;
                     for ((o, &g), &v) in dx.iter_mut().zip(g).zip(x) {
                         *o = rstd * (g - g_mean - (v - mean) * rstd * gx);
                     }

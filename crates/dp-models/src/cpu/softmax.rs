@@ -9,9 +9,13 @@ use super::f32_slice;
 const ROWS_PER_TASK: usize = 64;
 
 fn row_len(layout: &Layout) -> candle_core::Result<usize> {
-    layout.shape().dims().last().copied().filter(|&d| d > 0).ok_or_else(|| {
-        candle_core::Error::Msg("softmax: needs a non-empty last dimension".into())
-    })
+    layout
+        .shape()
+        .dims()
+        .last()
+        .copied()
+        .filter(|&d| d > 0)
+        .ok_or_else(|| candle_core::Error::Msg("softmax: needs a non-empty last dimension".into()))
 }
 
 /// `exp(x − max)/Σ exp(x − max)` per row (composed from Candle ops: five tensors and
@@ -23,7 +27,11 @@ impl CustomOp1 for SoftmaxLastDim {
         "dp-softmax-last-dim"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (x, d) = (f32_slice(storage, layout)?, row_len(layout)?);
         let mut out = vec![0.0f32; x.len()];
         out.par_chunks_mut(d * ROWS_PER_TASK)
@@ -46,8 +54,16 @@ impl CustomOp1 for SoftmaxLastDim {
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 
-    fn bwd(&self, _arg: &Tensor, res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(res.contiguous()?.apply_op2_no_bwd(&grad_res.contiguous()?, &SoftmaxBackward)?))
+    fn bwd(
+        &self,
+        _arg: &Tensor,
+        res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(res.contiguous()?.apply_op2_no_bwd(
+            &grad_res.contiguous()?,
+            &SoftmaxBackward,
+        )?))
     }
 }
 
@@ -68,11 +84,16 @@ impl CustomOp2 for SoftmaxBackward {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (y, g, d) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?, row_len(l1)?);
         if y.len() != g.len() {
-            return Err(candle_core::Error::Msg("softmax backward: shape mismatch".into()));
+            return Err(candle_core::Error::Msg(
+                "softmax backward: shape mismatch".into(),
+            ));
         }
         let mut dx = vec![0.0f32; y.len()];
         dx.par_chunks_mut(d * ROWS_PER_TASK)
-            .zip(y.par_chunks(d * ROWS_PER_TASK).zip(g.par_chunks(d * ROWS_PER_TASK)))
+            .zip(
+                y.par_chunks(d * ROWS_PER_TASK)
+                    .zip(g.par_chunks(d * ROWS_PER_TASK)),
+            )
             .for_each(|(dx, (y, g))| {
                 for ((dx, y), g) in dx.chunks_mut(d).zip(y.chunks(d)).zip(g.chunks(d)) {
                     let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();

@@ -101,11 +101,22 @@ fn values_equal_candle_nn_fused_ops() {
 }
 
 /// The value and the gradient of `Σ w ⊙ op(x)` through `op` at `x`.
-fn value_and_gradient(op: &dyn Fn(&Tensor) -> candle_core::Result<Tensor>, x: &Tensor, w: &Tensor) -> (Vec<f32>, Vec<f32>) {
-    let host = |t: &Tensor| t.flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("host");
+fn value_and_gradient(
+    op: &dyn Fn(&Tensor) -> candle_core::Result<Tensor>,
+    x: &Tensor,
+    w: &Tensor,
+) -> (Vec<f32>, Vec<f32>) {
+    let host = |t: &Tensor| {
+        t.flatten_all()
+            .and_then(|t| t.to_vec1::<f32>())
+            .expect("host")
+    };
     let x = Var::from_tensor(x).expect("var");
     let y = op(x.as_tensor()).expect("forward");
-    let grads = (&y * w).and_then(|o| o.sum_all()).and_then(|o| o.backward()).expect("backward");
+    let grads = (&y * w)
+        .and_then(|o| o.sum_all())
+        .and_then(|o| o.backward())
+        .expect("backward");
     (host(&y), host(grads.get(x.as_tensor()).expect("gradient")))
 }
 
@@ -114,18 +125,43 @@ fn one_pass_cpu_ops_equal_the_composed_ones() {
     let x = random(57, &[3, 7, 16], 2.0);
     let w = random(58, &[3, 7, 16], 1.0);
     // Masked scores, as causal attention feeds the softmax.
-    let masked = x.broadcast_add(&ops::causal_mask(16, &Device::Cpu).expect("mask").narrow(0, 0, 7).expect("rows")).expect("masked");
+    let masked = x
+        .broadcast_add(
+            &ops::causal_mask(16, &Device::Cpu)
+                .expect("mask")
+                .narrow(0, 0, 7)
+                .expect("rows"),
+        )
+        .expect("masked");
     type Op = Box<dyn Fn(&Tensor) -> candle_core::Result<Tensor>>;
     let cases: [(Op, Op, &Tensor, &str); 4] = [
-        (Box::new(|x| ops::layer_norm(x, 1e-5)), Box::new(|x| ops::layer_norm_composed(x, 1e-5)), &x, "layer_norm"),
-        (Box::new(|x| ops::rms_norm(x, 1e-6)), Box::new(|x| ops::rms_norm_composed(x, 1e-6)), &x, "rms_norm"),
-        (Box::new(ops::softmax_last_dim), Box::new(ops::softmax_last_dim_composed), &masked, "softmax"),
+        (
+            Box::new(|x| ops::layer_norm(x, 1e-5)),
+            Box::new(|x| ops::layer_norm_composed(x, 1e-5)),
+            &x,
+            "layer_norm",
+        ),
+        (
+            Box::new(|x| ops::rms_norm(x, 1e-6)),
+            Box::new(|x| ops::rms_norm_composed(x, 1e-6)),
+            &x,
+            "rms_norm",
+        ),
+        (
+            Box::new(ops::softmax_last_dim),
+            Box::new(ops::softmax_last_dim_composed),
+            &masked,
+            "softmax",
+        ),
         (Box::new(ops::gelu), Box::new(|x| x.gelu()), &x, "gelu"),
     ];
     for (fast, composed, input, what) in cases {
         let (v1, g1) = value_and_gradient(&*fast, input, &w);
         let (v2, g2) = value_and_gradient(&*composed, input, &w);
         let (ev, eg) = (relative_error(&v1, &v2), relative_error(&g1, &g2));
-        assert!(ev < 1e-6 && eg < 1e-5, "{what}: value error {ev}, gradient error {eg}");
+        assert!(
+            ev < 1e-6 && eg < 1e-5,
+            "{what}: value error {ev}, gradient error {eg}"
+        );
     }
 }
