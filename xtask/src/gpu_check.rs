@@ -11,6 +11,9 @@ use candle_nn::VarMap;
 use dp_models::nn::{self, loss, DpVarBuilder, NormMethod, Taps, Transformer, TransformerConfig};
 use dp_models::ClipRule;
 
+/// Builds a network on a device.
+type Build = fn(&Device) -> Result<Side>;
+
 /// One network on one device: its variables, taps and per-example losses of a fixed batch.
 struct Side {
     varmap: VarMap,
@@ -145,7 +148,7 @@ pub fn run(device: &str, steps: usize) -> Result<()> {
         other => anyhow::bail!("--device must be cuda or cpu, not {other}"),
     };
     println!("gpu-check on {device:?} against the CPU");
-    let models: [(&str, fn(&Device) -> Result<Side>); 2] = [
+    let models: [(&str, Build); 2] = [
         ("causal LM, tied head", language_model),
         ("residual CNN + GroupNorm", residual_cnn),
     ];
