@@ -32,7 +32,7 @@ pub enum Suite {
         /// Timed steps of each kind.
         #[arg(long, default_value_t = 30)]
         steps: usize,
-        /// Tier (only fused today).
+        /// Tier: fused, autograd (the sequential autograd model) or nn (the DP layers).
         #[arg(long, default_value = "fused")]
         tier: String,
         /// End with one JSON object.
@@ -325,7 +325,7 @@ fn dp_sgd(
 ) -> Result<()> {
     use dp_mechanisms::NoiseSource;
     use dp_models::fused::FusedModel;
-    use dp_models::models::{mnist_cnn, mnist_cnn_autograd, Activation};
+    use dp_models::models::{mnist_cnn, mnist_cnn_autograd, mnist_cnn_nn, Activation};
     anyhow::ensure!(model == "mnist-cnn", "only --model mnist-cnn is available");
     anyhow::ensure!(batch > 0, "--batch-size must be > 0");
     let mut noise = NoiseSource::seeded(0);
@@ -336,7 +336,11 @@ fn dp_sgd(
             let mut auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
             time_steps(&mut auto, model, batch, steps, tier, json, &mut noise)
         }
-        other => anyhow::bail!("--tier must be fused or autograd, not {other}"),
+        "nn" => {
+            let mut net = mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?;
+            time_steps(&mut net, model, batch, steps, tier, json, &mut noise)
+        }
+        other => anyhow::bail!("--tier must be fused, autograd or nn, not {other}"),
     };
     let before = measure()?;
     if !compare_opacus {

@@ -1,11 +1,13 @@
 //! Network specifications of the papers' models.
 
-use candle_core::{Device, Tensor};
+use candle_core::{Device, Module, Tensor};
+use candle_nn::VarMap;
 use dp_mechanisms::NoiseSource;
 
 use crate::autograd::{AutogradModel, DpConv2d, DpEmbedding, DpLinear, Stage};
 use crate::error::{Error, Result};
 use crate::fused::{LayerSpec, NetSpec, TorchLayer};
+use crate::nn;
 
 /// The activation of a CNN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,6 +195,79 @@ pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Res
         act(),
         Stage::Layer(Box::new(DpLinear::new(w3, b3)?)),
     ]))
+}
+
+/// The MNIST CNN of [`mnist_cnn`] from the DP layers of [`crate::nn`] (the autograd
+/// tier's path), on flat (B, 784) inputs.
+pub struct MnistCnn {
+    conv1: nn::Conv2d,
+    conv2: nn::Conv2d,
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+    activation: Activation,
+}
+
+impl MnistCnn {
+    fn act(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self.activation {
+            Activation::Tanh => nn::ops::tanh(x),
+            Activation::Relu => x.relu(),
+        }
+    }
+}
+
+impl Module for MnistCnn {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let x = x.reshape(((), 1, 28, 28))?;
+        let x = nn::ops::max_pool2d(&self.act(&self.conv1.forward(&x)?)?, 2, 1)?;
+        let x = nn::ops::max_pool2d(&self.act(&self.conv2.forward(&x)?)?, 2, 1)?;
+        let x = self.act(&self.fc1.forward(&x.flatten_from(1)?)?)?;
+        self.fc2.forward(&x)
+    }
+}
+
+/// [`MnistCnn`] as a classifier, from PyTorch-layout weights (for example
+/// `FusedModel::to_torch()`, so that the tiers can run the same network).
+pub fn mnist_cnn_nn(
+    activation: Activation,
+    weights: &[TorchLayer],
+) -> Result<nn::ModuleClassifier<MnistCnn>> {
+    if weights.len() != 4 {
+        return Err(Error::invalid_model(
+            "MNIST CNN weights",
+            format!(
+                "the MNIST CNN has 4 parametric layers, got {}",
+                weights.len()
+            ),
+        ));
+    }
+    let (varmap, taps, device) = (VarMap::new(), nn::Taps::new(), Device::Cpu);
+    let vb = nn::DpVarBuilder::from_varmap(&varmap, &taps, &device);
+    let conv = |stride, padding| candle_nn::Conv2dConfig {
+        stride,
+        padding,
+        ..Default::default()
+    };
+    let model = MnistCnn {
+        conv1: nn::conv2d(1, 16, 8, conv(2, 2), vb.pp("conv1"))?,
+        conv2: nn::conv2d(16, 32, 4, conv(2, 0), vb.pp("conv2"))?,
+        fc1: nn::linear(32 * 4 * 4, 32, vb.pp("fc1"))?,
+        fc2: nn::linear(32, 10, vb.pp("fc2"))?,
+        activation,
+    };
+    let layers = [
+        (model.conv1.weight(), model.conv1.bias()),
+        (model.conv2.weight(), model.conv2.bias()),
+        (model.fc1.weight(), model.fc1.bias()),
+        (model.fc2.weight(), model.fc2.bias()),
+    ];
+    for ((weight, bias), torch) in layers.into_iter().zip(weights) {
+        let (w, b) = torch.to_tensors(&device)?;
+        weight.set(&w)?;
+        bias.ok_or_else(|| Error::invalid_model("MNIST CNN", "a layer without bias"))?
+            .set(&b)?;
+    }
+    nn::ModuleClassifier::new(model, &varmap, &taps, &device)
 }
 
 /// The GDP paper's Adult model: 123 binary features → Dense(16, ReLU) → Dense(2), 2,018

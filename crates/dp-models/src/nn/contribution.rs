@@ -67,7 +67,7 @@ impl Left {
 /// `Lₐ L_bᵀ` per example (B, Kₐ, K_b).
 fn left_gram(a: &Left, b: &Left) -> Result<Tensor> {
     Ok(match (a, b) {
-        (Left::Dense(x), Left::Dense(y)) => x.matmul(&y.transpose(1, 2)?.contiguous()?)?,
+        (Left::Dense(x), Left::Dense(y)) => x.matmul(&y.transpose(1, 2)?)?,
         (Left::OneHot { ids: x, .. }, Left::OneHot { ids: y, .. }) => x
             .unsqueeze(2)?
             .broadcast_eq(&y.unsqueeze(1)?)?
@@ -242,7 +242,7 @@ fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
     let mut total: Option<Tensor> = None;
     for (a, (la, ra)) in outers.iter().enumerate() {
         for (b, (lb, rb)) in outers.iter().enumerate().skip(a) {
-            let rg = ra.matmul(&rb.transpose(1, 2)?.contiguous()?)?;
+            let rg = ra.matmul(&rb.transpose(1, 2)?)?;
             let term = (left_gram(la, lb)? * rg)?.flatten_from(1)?.sum(1)?;
             let term = if a == b { term } else { (term * 2.0)? };
             total = Some(match total {

@@ -7,6 +7,7 @@ use super::contribution::{Contribution, Left};
 use super::taps::Taps;
 use super::unfold::unfold2d;
 use super::var_builder::DpVarBuilder;
+use crate::cpu;
 use crate::error::{Error, Result};
 
 /// Convolution of (B, Cin, H, W) by a (Cout, Cin, k, k) kernel with bias. Per-sample
@@ -54,6 +55,16 @@ pub fn conv2d(
 }
 
 impl Conv2d {
+    /// The kernel (Cout, Cin, k, k).
+    pub fn weight(&self) -> &Var {
+        &self.weight
+    }
+
+    /// The bias, if any.
+    pub fn bias(&self) -> Option<&Var> {
+        self.bias.as_ref()
+    }
+
     fn apply(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let c = &self.config;
         let y = x.conv2d(w, c.padding, c.stride, 1, 1)?;
@@ -61,6 +72,39 @@ impl Conv2d {
             Some(b) => y.broadcast_add(&b.reshape((1, (), 1, 1))?),
             None => Ok(y),
         }
+    }
+}
+
+impl Conv2d {
+    /// The CPU geometry of this convolution on `x` (B, Cin, H, W).
+    fn geometry(&self, x: &Tensor) -> candle_core::Result<cpu::Unfold> {
+        let (_, channels, height, width) = x.dims4()?;
+        let (_, _, kernel, _) = self.weight.as_tensor().dims4()?;
+        Ok(cpu::Unfold {
+            channels,
+            height,
+            width,
+            kernel,
+            stride: self.config.stride,
+            padding: self.config.padding,
+        })
+    }
+
+    /// The private forward on the CPU: one op, sample by sample with the im2col in cache,
+    /// whose backward is the input gradient only (Candle's conv2d backward would also
+    /// compute the unused kernel gradient).
+    fn private_cpu_forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let geometry = self.geometry(x)?;
+        let (oh, ow) = geometry.out_size();
+        let w = self.weight.as_tensor().detach();
+        let cout = w.dim(0)?;
+        let bias = match &self.bias {
+            Some(b) => b.as_tensor().detach(),
+            None => Tensor::zeros(cout, DType::F32, x.device())?,
+        };
+        x.contiguous()?
+            .apply_op3(&w.reshape((cout, ()))?, &bias, cpu::Conv(geometry))?
+            .reshape((x.dim(0)?, cout, oh, ow))
     }
 }
 
@@ -73,13 +117,23 @@ impl Module for Conv2d {
                 self.bias.as_ref().map(|b| b.as_tensor()),
             );
         }
-        let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
-        let y = self.apply(x, &self.weight.as_tensor().detach(), b.as_ref())?;
+        let on_cpu = cpu::applies(x);
+        let y = if on_cpu {
+            self.private_cpu_forward(x)?
+        } else {
+            let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
+            self.apply(x, &self.weight.as_tensor().detach(), b.as_ref())?
+        };
+        let geometry = self.geometry(x)?;
         let (weight, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
-        let (stride, padding) = (self.config.stride, self.config.padding);
         self.taps.tap(y, move |grad| {
-            let (_, _, k, _) = weight.as_tensor().dims4()?;
-            let right = unfold2d(&input, (k, k), stride, (padding, padding))?;
+            let k = geometry.kernel;
+            let right = if on_cpu {
+                input.contiguous()?.apply_op1_no_bwd(&geometry)?
+            } else {
+                let p = geometry.padding;
+                unfold2d(&input, (k, k), geometry.stride, (p, p))?
+            };
             conv_contributions(grad, right, weight, bias)
         })
     }
@@ -96,8 +150,7 @@ pub(super) fn conv_contributions(
     let (batch, cout) = (grad.dim(0)?, grad.dim(1)?);
     let left = grad
         .reshape((batch, cout, ()))?
-        .transpose(1, 2)?
-        .contiguous()?;
+        .transpose(1, 2)?;
     let positions = left.dim(1)?;
     let mut out = vec![(
         weight,

@@ -33,14 +33,17 @@
 //!   (encoder or causal decoder) from these layers.
 //! * [`ops`] — differentiable replacements for candle-nn's fused ops without a backward.
 //! * [`loss`] — per-example losses (cross-entropy with ignore index, next-token, MSE, BCE).
+//! * [`ModuleClassifier`] — a module of DP layers as a classifier on a labelled dataset.
 //! * [`PrivateNet`] — a network and its loss closure as a [`PrivateModel`](crate::PrivateModel)
 //!   for the DP engine.
 
 mod attention;
+mod classifier;
 mod contribution;
 mod conv1d;
 mod conv2d;
 mod embedding;
+mod flat;
 mod gradients;
 mod group_norm;
 mod layer_norm;
@@ -56,6 +59,7 @@ mod unfold;
 mod var_builder;
 
 pub use attention::MultiHeadAttention;
+pub use classifier::ModuleClassifier;
 pub use contribution::{Contribution, Left, NormMethod};
 pub use conv1d::{conv1d, Conv1d};
 pub use conv2d::{conv2d, Conv2d};

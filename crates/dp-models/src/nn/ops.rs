@@ -88,3 +88,43 @@ pub fn causal_mask(t: usize, device: &candle_core::Device) -> Result<Tensor> {
         .collect();
     Tensor::from_vec(mask, (t, t), device)
 }
+
+/// tanh: the one-`exp` kernel on the CPU (libm's `tanhf` is ~7× slower), Candle's elsewhere.
+pub fn tanh(x: &Tensor) -> Result<Tensor> {
+    on_cpu_or(x, cpu::Tanh, || x.tanh())
+}
+
+/// Max pooling of (B, C, H, W) with a square `kernel` and `stride`, windows may overlap;
+/// the gradient goes to each window's first maximum. One op each way on the CPU;
+/// elsewhere the maximum over k² strided `index_select` views (Candle's own `max_pool2d`
+/// backward does not handle overlapping windows).
+pub fn max_pool2d(x: &Tensor, kernel: usize, stride: usize) -> Result<Tensor> {
+    on_cpu_or(x, cpu::MaxPool { kernel, stride }, || {
+        max_pool2d_composed(x, kernel, stride)
+    })
+}
+
+/// [`max_pool2d`] from Candle ops.
+pub fn max_pool2d_composed(x: &Tensor, kernel: usize, stride: usize) -> Result<Tensor> {
+    let (_, _, h, w) = x.dims4()?;
+    if h < kernel || w < kernel || kernel == 0 || stride == 0 {
+        candle_core::bail!("max_pool2d: window {kernel} (stride {stride}) does not fit {h}×{w}");
+    }
+    let (oh, ow) = ((h - kernel) / stride + 1, (w - kernel) / stride + 1);
+    let index = |offset: usize, n: usize| {
+        let idx: Vec<u32> = (0..n).map(|i| (offset + i * stride) as u32).collect();
+        Tensor::from_vec(idx, n, x.device())
+    };
+    let mut best: Option<Tensor> = None;
+    for ky in 0..kernel {
+        let rows = x.index_select(&index(ky, oh)?, 2)?;
+        for kx in 0..kernel {
+            let window = rows.index_select(&index(kx, ow)?, 3)?;
+            best = Some(match best {
+                None => window,
+                Some(b) => b.maximum(&window)?,
+            });
+        }
+    }
+    best.ok_or_else(|| candle_core::Error::Msg("max_pool2d: empty window".into()))
+}

@@ -79,44 +79,15 @@ where
     type Data = D;
 
     fn num_params(&self) -> usize {
-        self.taps
-            .params()
-            .iter()
-            .map(|p| p.var.as_tensor().elem_count())
-            .sum()
+        self.taps.num_params()
     }
 
     fn parameters(&self) -> Result<Vec<f32>> {
-        let mut out = Vec::with_capacity(self.num_params());
-        for p in self.taps.params() {
-            out.extend(p.var.as_tensor().flatten_all()?.to_vec1::<f32>()?);
-        }
-        Ok(out)
+        self.taps.flat_parameters()
     }
 
     fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
-        if theta.len() != self.num_params() {
-            return Err(Error::invalid_model(
-                "parameters",
-                format!(
-                    "{} values for {} parameters",
-                    theta.len(),
-                    self.num_params()
-                ),
-            ));
-        }
-        let mut offset = 0;
-        for p in self.taps.params() {
-            let t = p.var.as_tensor();
-            let n = t.elem_count();
-            p.var.set(&Tensor::from_slice(
-                &theta[offset..offset + n],
-                t.shape(),
-                t.device(),
-            )?)?;
-            offset += n;
-        }
-        Ok(())
+        self.taps.set_flat_parameters(theta)
     }
 
     fn clipped_gradient(
@@ -129,23 +100,14 @@ where
         let out = self
             .taps
             .clipped_gradients(|| (self.losses)(data, batch), rule, self.method)?;
-        let mut sum = Vec::with_capacity(self.num_params());
-        for (_, t) in &out.clipped_sums {
-            sum.extend(t.flatten_all()?.to_vec1::<f32>()?);
-        }
         Ok(ClippedGradient {
-            sum,
+            sum: out.flat_sum()?,
             squared_norms: out.squared_norms.to_vec1()?,
             losses: out.losses.to_vec1()?,
         })
     }
 
     fn architecture(&self) -> String {
-        self.taps
-            .params()
-            .iter()
-            .map(|p| format!("{}{:?}", p.name, p.var.as_tensor().dims()))
-            .collect::<Vec<_>>()
-            .join(" ")
+        self.taps.architecture()
     }
 }

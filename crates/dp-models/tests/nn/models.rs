@@ -291,3 +291,64 @@ fn library_transformer_decoder_with_tied_head() {
     };
     check(&net, "library transformer");
 }
+
+/// The MNIST CNN from the DP layers and the fused tier, with the same weights: the same
+/// losses, per-example norms and clipped sums (tanh and ReLU, flat and per-layer).
+#[test]
+fn mnist_cnn_from_dp_layers_agrees_with_the_fused_tier() {
+    use dp_mechanisms::NoiseSource;
+    use dp_models::fused::FusedModel;
+    use dp_models::models::{mnist_cnn, mnist_cnn_nn, Activation};
+    use dp_models::{Classifier, ClipRule};
+    for activation in [Activation::Tanh, Activation::Relu] {
+        let mut noise = NoiseSource::seeded(81);
+        let fused =
+            FusedModel::new(mnist_cnn(activation).expect("spec"), &mut noise).expect("fused");
+        let net = mnist_cnn_nn(activation, &fused.to_torch().expect("torch")).expect("nn");
+        let x = random(82, &[6, 784], 0.5).affine(1.0, 0.5).expect("x");
+        let labels = [0, 3, 5, 7, 9, 1];
+        for rule in [
+            ClipRule::Flat { max_norm: 0.5 },
+            ClipRule::PerLayer { max_norm: 0.5 },
+        ] {
+            let f = fused
+                .clipped_cross_entropy_gradient(&x, &labels, 10, rule)
+                .expect("fused");
+            let n = net
+                .clipped_cross_entropy_gradient(&x, &labels, 10, rule)
+                .expect("nn");
+            assert!(
+                super::check::relative_error(&n.losses, &f.losses) < 1e-5,
+                "{activation:?} {rule:?} losses"
+            );
+            let err = super::check::relative_error(&n.squared_norms, &f.squared_norms);
+            assert!(err < 1e-5, "{activation:?} {rule:?} norms: {err}");
+            // Fused θ is in its own layout: compare layer by layer in PyTorch's.
+            let torch = dp_models::fused::to_torch(fused.spec(), &f.sum);
+            let mut offset = 0;
+            let mut by_name = std::collections::BTreeMap::new();
+            for p in net.taps().params() {
+                let len = p.var.as_tensor().elem_count();
+                by_name.insert(p.name.clone(), n.sum[offset..offset + len].to_vec());
+                offset += len;
+            }
+            for (layer, name) in torch.iter().zip(["conv1", "conv2", "fc1", "fc2"]) {
+                let (w, b) = layer
+                    .to_tensors(&candle_core::Device::Cpu)
+                    .expect("tensors");
+                let host = |t: Tensor| {
+                    t.flatten_all()
+                        .and_then(|t| t.to_vec1::<f32>())
+                        .expect("host")
+                };
+                let ew =
+                    super::check::relative_error(&by_name[&format!("{name}.weight")], &host(w));
+                let eb = super::check::relative_error(&by_name[&format!("{name}.bias")], &host(b));
+                assert!(
+                    ew < 1e-5 && eb < 1e-5,
+                    "{activation:?} {rule:?} {name}: weight {ew}, bias {eb}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! A Candle module built from DP layers as a [`Classifier`] on a labelled [`Dataset`].
+
+use candle_core::{Device, Module, Tensor};
+use candle_nn::VarMap;
+
+use super::contribution::NormMethod;
+use super::loss;
+use super::taps::Taps;
+use crate::data::Dataset;
+use crate::error::Result;
+use crate::private_model::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
+use crate::ClipRule;
+
+/// A module of DP layers that maps a batch of flat examples (B, example size) to logits
+/// (B, classes) — reshaping inside, if it needs images — trained with per-example
+/// cross-entropy.
+pub struct ModuleClassifier<M> {
+    module: M,
+    taps: Taps,
+    device: Device,
+    method: NormMethod,
+}
+
+impl<M: Module> ModuleClassifier<M> {
+    /// Fails closed unless every variable of `varmap` belongs to a DP layer of `taps`.
+    pub fn new(module: M, varmap: &VarMap, taps: &Taps, device: &Device) -> Result<Self> {
+        taps.check_covers(varmap)?;
+        Ok(ModuleClassifier {
+            module,
+            taps: taps.clone(),
+            device: device.clone(),
+            method: NormMethod::Auto,
+        })
+    }
+
+    /// The module.
+    pub fn module(&self) -> &M {
+        &self.module
+    }
+
+    /// The taps.
+    pub fn taps(&self) -> &Taps {
+        &self.taps
+    }
+}
+
+impl<M: Module> PrivateModel for ModuleClassifier<M> {
+    type Data = Dataset;
+
+    fn num_params(&self) -> usize {
+        self.taps.num_params()
+    }
+
+    fn parameters(&self) -> Result<Vec<f32>> {
+        self.taps.flat_parameters()
+    }
+
+    fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
+        self.taps.set_flat_parameters(theta)
+    }
+
+    fn clipped_gradient(
+        &self,
+        data: &Dataset,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<ClippedGradient> {
+        clipped_gradient_of_batch(self, data, batch, rule)
+    }
+
+    fn architecture(&self) -> String {
+        self.taps.architecture()
+    }
+}
+
+impl<M: Module> Classifier for ModuleClassifier<M> {
+    fn logits(&self, x: &Tensor) -> Result<Vec<f32>> {
+        let x = x.to_device(&self.device)?;
+        Ok(self.module.forward(&x)?.flatten_all()?.to_vec1()?)
+    }
+
+    fn clipped_cross_entropy_gradient(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+        classes: usize,
+        rule: ClipRule,
+    ) -> Result<ClippedGradient> {
+        let x = x.to_device(&self.device)?;
+        crate::loss::check_labels(labels.len() * classes, labels, classes)?;
+        let y = Tensor::from_slice(labels, labels.len(), &self.device)?;
+        let out = self.taps.clipped_gradients(
+            || {
+                let logits = self.module.forward(&x)?;
+                if logits.dims() != [labels.len(), classes] {
+                    return Err(crate::Error::invalid_model(
+                        "labels",
+                        format!(
+                            "logits {:?} for {} labels of {classes} classes",
+                            logits.dims(),
+                            labels.len()
+                        ),
+                    ));
+                }
+                Ok(loss::cross_entropy(&logits, &y, None)?)
+            },
+            rule,
+            self.method,
+        )?;
+        Ok(ClippedGradient {
+            sum: out.flat_sum()?,
+            squared_norms: out.squared_norms.to_vec1()?,
+            losses: out.losses.to_vec1()?,
+        })
+    }
+}
