@@ -34,6 +34,7 @@ mod training_data;
 pub use clip_rule::ClipRule;
 pub use error::{Error, Result};
 pub use private_model::{
-    clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel, SparsePrivateModel,
+    clipped_gradient_of_batch, Classifier, ClippedGradient, DeviceClippedGradient, PrivateModel,
+    SparsePrivateModel,
 };
 pub use training_data::TrainingData;

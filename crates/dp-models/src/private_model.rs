@@ -1,6 +1,6 @@
 //! What a training engine needs from a model, whichever tier computes it.
 
-use candle_core::{Device, Tensor};
+use candle_core::{Device, Tensor, Var};
 
 use crate::autograd::AutogradModel;
 use crate::data::Dataset;
@@ -18,6 +18,18 @@ pub struct ClippedGradient {
     /// `‖∇ℓᵢ‖²` per example (NaN where not finite; such examples got `cᵢ = 0`).
     pub squared_norms: Vec<f32>,
     /// Per-example cross-entropy.
+    pub losses: Vec<f32>,
+}
+
+/// The clipped gradient of one batch, kept on the model's device: one tensor per
+/// [`PrivateModel::device_parameters`] variable, in order.
+#[derive(Clone, Debug)]
+pub struct DeviceClippedGradient {
+    /// `Σᵢ cᵢ∇ℓᵢ` per parameter tensor.
+    pub sums: Vec<Tensor>,
+    /// `‖∇ℓᵢ‖²` per example (host).
+    pub squared_norms: Vec<f32>,
+    /// Per-example losses (host).
     pub losses: Vec<f32>,
 }
 
@@ -48,6 +60,32 @@ pub trait PrivateModel {
     /// parameter count only; models with a spec describe it.
     fn architecture(&self) -> String {
         format!("{} parameters", self.num_params())
+    }
+
+    /// The parameters as variables on the model's device, when it keeps them there (a
+    /// network of DP layers on a GPU): the engine then keeps the clipped sum, θ and the
+    /// optimizer's moments on that device, and only the noise crosses from the host.
+    /// `None` (the default): the engine works on the flat host vectors of
+    /// [`parameters`](Self::parameters) and [`clipped_gradient`](Self::clipped_gradient).
+    /// Their flat concatenation must be [`parameters`](Self::parameters)' order.
+    fn device_parameters(&self) -> Option<Vec<Var>> {
+        None
+    }
+
+    /// [`clipped_gradient`](Self::clipped_gradient) on the device, one sum per
+    /// [`device_parameters`](Self::device_parameters) variable. Only called on models
+    /// that return some.
+    fn clipped_gradient_on_device(
+        &self,
+        data: &Self::Data,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<DeviceClippedGradient> {
+        let _ = (data, batch, rule);
+        Err(Error::invalid_model(
+            "model",
+            "it keeps no parameters on a device",
+        ))
     }
 }
 

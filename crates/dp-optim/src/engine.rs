@@ -19,6 +19,7 @@ use crate::sampler::{Sampler, ShuffleState};
 use dp_accounting::validate;
 
 mod charges;
+mod device;
 mod resume;
 mod sparse;
 mod step;
@@ -59,7 +60,7 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     /// The checkpoint's dataset entry, checked at the first step after a resume.
     expected_data: Option<RunFingerprint>,
     noise: NoiseSource,
-    moments: Vec<Vec<f32>>,
+    moments: device::Moments,
     steps: u64,
     nonfinite: u64,
     physical_batch_size: Option<usize>,
@@ -94,7 +95,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         };
         let fingerprint =
             RunFingerprint::of(&config, &model.architecture(), noise.is_reproducible());
-        let moments = config.optimizer.initial_moments(model.num_params());
+        let moments = device::Moments::initial(&config.optimizer, &model)?;
         Ok(PrivacyEngine {
             model,
             config,

@@ -2,6 +2,7 @@
 //! and Adam. One kernel, so that an algorithm's update is the same arithmetic whichever
 //! algorithm produced the gradient.
 
+use candle_core::{Tensor, Var};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
@@ -95,5 +96,50 @@ impl Optimizer {
                 }
             }
         }
+    }
+
+    /// [`update`](Self::update) on tensors on the parameters' device: `theta` updated in
+    /// place from `scale · gradient`, one tensor per parameter, `moments[k][i]` the k-th
+    /// moment of parameter i. The same arithmetic in f32 (Adam's bias corrections are
+    /// folded into two scalars; the host path evaluates them per coordinate in f64).
+    pub fn update_tensors(
+        &self,
+        theta: &[Var],
+        moments: &mut [Vec<Tensor>],
+        gradient: &[Tensor],
+        scale: f64,
+        step: u64,
+    ) -> Result<()> {
+        for (i, (var, g)) in theta.iter().zip(gradient).enumerate() {
+            let g = g.affine(scale, 0.0)?;
+            let t = var.as_tensor();
+            let next = match *self {
+                Optimizer::Sgd { lr, momentum } => {
+                    let v = (moments[0][i].affine(momentum, 0.0)? + g)?;
+                    let next = (t - v.affine(lr, 0.0)?)?;
+                    moments[0][i] = v;
+                    next
+                }
+                Optimizer::Adam {
+                    lr,
+                    beta1,
+                    beta2,
+                    eps,
+                } => {
+                    let step = step as i32;
+                    let (c1, c2) = (1.0 - beta1.powi(step), 1.0 - beta2.powi(step));
+                    let m = (moments[0][i].affine(beta1, 0.0)? + g.affine(1.0 - beta1, 0.0)?)?;
+                    let v =
+                        (moments[1][i].affine(beta2, 0.0)? + g.sqr()?.affine(1.0 - beta2, 0.0)?)?;
+                    let denominator = v.affine(1.0 / c2, 0.0)?.sqrt()?.affine(1.0, eps)?;
+                    let next = (t - (m.affine(lr / c1, 0.0)? / denominator)?)?;
+                    moments[0][i] = m;
+                    moments[1][i] = v;
+                    next
+                }
+            };
+            var.set(&next)?;
+        }
+        Ok(())
     }
 }

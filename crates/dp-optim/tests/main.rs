@@ -8,6 +8,7 @@ use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, mnist_cnn, Activation};
 mod annealing;
 mod audit;
+mod device;
 mod dpd;
 mod gdp;
 mod guarantee;

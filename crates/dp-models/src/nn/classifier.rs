@@ -1,19 +1,22 @@
 //! A Candle module built from DP layers as a [`Classifier`] on a labelled [`Dataset`].
 
-use candle_core::{Device, Module, Tensor};
+use candle_core::{Device, Module, Tensor, Var};
 use candle_nn::VarMap;
 
 use super::contribution::NormMethod;
+use super::gradients::PrivateGradients;
 use super::loss;
 use super::taps::Taps;
 use crate::data::Dataset;
-use crate::error::Result;
-use crate::private_model::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
+use crate::error::{Error, Result};
+use crate::private_model::{
+    clipped_gradient_of_batch, Classifier, ClippedGradient, DeviceClippedGradient, PrivateModel,
+};
 use crate::ClipRule;
 
 /// A module of DP layers that maps a batch of flat examples (B, example size) to logits
 /// (B, classes) — reshaping inside, if it needs images — trained with per-example
-/// cross-entropy.
+/// cross-entropy. On a device other than the CPU the engine keeps its parameters there.
 pub struct ModuleClassifier<M> {
     module: M,
     taps: Taps,
@@ -41,6 +44,34 @@ impl<M: Module> ModuleClassifier<M> {
     /// The taps.
     pub fn taps(&self) -> &Taps {
         &self.taps
+    }
+
+    /// The private backward of cross-entropy on `x` (moved to the module's device).
+    fn private_gradients(
+        &self,
+        x: &Tensor,
+        labels: &[u32],
+        classes: usize,
+        rule: ClipRule,
+    ) -> Result<PrivateGradients> {
+        let x = x.to_device(&self.device)?;
+        crate::loss::check_labels(labels.len() * classes, labels, classes)?;
+        let y = Tensor::from_slice(labels, labels.len(), &self.device)?;
+        let losses = || {
+            let logits = self.module.forward(&x)?;
+            if logits.dims() != [labels.len(), classes] {
+                return Err(Error::invalid_model(
+                    "labels",
+                    format!(
+                        "logits {:?} for {} labels of {classes} classes",
+                        logits.dims(),
+                        labels.len()
+                    ),
+                ));
+            }
+            Ok(loss::cross_entropy(&logits, &y, None)?)
+        };
+        self.taps.clipped_gradients(losses, rule, self.method)
     }
 }
 
@@ -71,6 +102,25 @@ impl<M: Module> PrivateModel for ModuleClassifier<M> {
     fn architecture(&self) -> String {
         self.taps.architecture()
     }
+
+    fn device_parameters(&self) -> Option<Vec<Var>> {
+        (!self.device.is_cpu()).then(|| self.taps.params().into_iter().map(|p| p.var).collect())
+    }
+
+    fn clipped_gradient_on_device(
+        &self,
+        data: &Dataset,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<DeviceClippedGradient> {
+        let (x, labels) = data.gather(batch)?;
+        let out = self.private_gradients(&x, &labels, data.classes, rule)?;
+        Ok(DeviceClippedGradient {
+            sums: out.clipped_sums.into_iter().map(|(_, t)| t).collect(),
+            squared_norms: out.squared_norms.to_vec1()?,
+            losses: out.losses.to_vec1()?,
+        })
+    }
 }
 
 impl<M: Module> Classifier for ModuleClassifier<M> {
@@ -86,27 +136,7 @@ impl<M: Module> Classifier for ModuleClassifier<M> {
         classes: usize,
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        let x = x.to_device(&self.device)?;
-        crate::loss::check_labels(labels.len() * classes, labels, classes)?;
-        let y = Tensor::from_slice(labels, labels.len(), &self.device)?;
-        let out = self.taps.clipped_gradients(
-            || {
-                let logits = self.module.forward(&x)?;
-                if logits.dims() != [labels.len(), classes] {
-                    return Err(crate::Error::invalid_model(
-                        "labels",
-                        format!(
-                            "logits {:?} for {} labels of {classes} classes",
-                            logits.dims(),
-                            labels.len()
-                        ),
-                    ));
-                }
-                Ok(loss::cross_entropy(&logits, &y, None)?)
-            },
-            rule,
-            self.method,
-        )?;
+        let out = self.private_gradients(x, labels, classes, rule)?;
         Ok(ClippedGradient {
             sum: out.flat_sum()?,
             squared_norms: out.squared_norms.to_vec1()?,

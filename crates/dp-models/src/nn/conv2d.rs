@@ -148,9 +148,7 @@ pub(super) fn conv_contributions(
     bias: Option<Var>,
 ) -> Result<Vec<(Var, Contribution)>> {
     let (batch, cout) = (grad.dim(0)?, grad.dim(1)?);
-    let left = grad
-        .reshape((batch, cout, ()))?
-        .transpose(1, 2)?;
+    let left = grad.reshape((batch, cout, ()))?.transpose(1, 2)?;
     let positions = left.dim(1)?;
     let mut out = vec![(
         weight,

@@ -3,13 +3,13 @@
 
 use std::marker::PhantomData;
 
-use candle_core::{Device, Tensor};
+use candle_core::{Device, Tensor, Var};
 use candle_nn::VarMap;
 
 use super::contribution::NormMethod;
 use super::taps::Taps;
 use crate::error::{Error, Result};
-use crate::private_model::{ClippedGradient, PrivateModel};
+use crate::private_model::{ClippedGradient, DeviceClippedGradient, PrivateModel};
 use crate::training_data::TrainingData;
 use crate::ClipRule;
 
@@ -22,6 +22,7 @@ pub struct PrivateNet<D: ?Sized, F> {
     losses: F,
     device: Device,
     method: NormMethod,
+    on_device: bool,
     _data: PhantomData<fn(&D)>,
 }
 
@@ -45,6 +46,7 @@ where
             losses,
             device: device.clone(),
             method: NormMethod::Auto,
+            on_device: !device.is_cpu(),
             _data: PhantomData,
         })
     }
@@ -52,6 +54,15 @@ where
     /// How squared norms are computed (default [`NormMethod::Auto`]).
     pub fn with_norm_method(mut self, method: NormMethod) -> Self {
         self.method = method;
+        self
+    }
+
+    /// Whether the engine keeps θ, the clipped sums and the moments as tensors on the
+    /// network's device ([`PrivateModel::device_parameters`]). The default: on any device
+    /// but the CPU, where the flat host path is as fast and bit-for-bit the engine's
+    /// reference.
+    pub fn with_parameters_on_device(mut self, on_device: bool) -> Self {
+        self.on_device = on_device;
         self
     }
 
@@ -109,5 +120,27 @@ where
 
     fn architecture(&self) -> String {
         self.taps.architecture()
+    }
+
+    fn device_parameters(&self) -> Option<Vec<Var>> {
+        self.on_device
+            .then(|| self.taps.params().into_iter().map(|p| p.var).collect())
+    }
+
+    fn clipped_gradient_on_device(
+        &self,
+        data: &D,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<DeviceClippedGradient> {
+        self.taps.check_covers(&self.varmap)?;
+        let out = self
+            .taps
+            .clipped_gradients(|| (self.losses)(data, batch), rule, self.method)?;
+        Ok(DeviceClippedGradient {
+            sums: out.clipped_sums.into_iter().map(|(_, t)| t).collect(),
+            squared_norms: out.squared_norms.to_vec1()?,
+            losses: out.losses.to_vec1()?,
+        })
     }
 }

@@ -29,7 +29,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             format: CHECKPOINT_FORMAT,
             fingerprint: self.fingerprint(),
             theta: self.model.parameters()?,
-            moments: self.moments.clone(),
+            moments: self.moments.to_host()?,
             steps: self.steps,
             ledger: self.ledger().cloned(),
             noise: self.noise.is_reproducible().then(|| self.noise.state()),
@@ -60,7 +60,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             reason,
         };
         if checkpoint.theta.len() != self.model.num_params()
-            || checkpoint.moments.len() != self.moments.len()
+            || checkpoint.moments.len() != self.moments.count()
             || checkpoint
                 .moments
                 .iter()
@@ -71,7 +71,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 checkpoint.theta.len(),
                 checkpoint.moments.len(),
                 self.model.num_params(),
-                self.moments.len()
+                self.moments.count()
             )));
         }
         let ledger = match (&self.ledger, &checkpoint.ledger) {
@@ -94,7 +94,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             self.noise = NoiseSource::restore(state);
         }
         self.model.set_parameters(&checkpoint.theta)?;
-        self.moments = checkpoint.moments.clone();
+        self.moments.set_from_host(&checkpoint.moments)?;
         self.steps = checkpoint.steps;
         self.nonfinite = checkpoint.nonfinite_gradients;
         self.shuffle = checkpoint.shuffle.clone();

@@ -44,10 +44,15 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 selector.sensitivity()
             )));
         }
+        let scores: Vec<f64> = clipped
+            .sum
+            .to_host()?
+            .iter()
+            .map(|&v| f64::from(v.abs()))
+            .collect();
         if let (Some(filter), Some(reservation)) = (&mut self.ledger, charge.reservation.take()) {
             filter.commit(reservation)?;
         }
-        let scores: Vec<f64> = clipped.sum.iter().map(|&v| f64::from(v.abs())).collect();
         selector.select(&scores, &mut self.noise)
     }
 }

@@ -21,6 +21,7 @@ use dp_accounting::{DpEvent, DynAccountant, Reservation, SamplingScheme};
 use dp_mechanisms::{GaussianMechanism, Mechanism};
 use dp_models::{ClipRule, ClippedGradient, PrivateModel};
 
+use super::device::{Gradient, Moments};
 use super::{PrivacyEngine, StepReport};
 use crate::config::{GradientNormalisation, PrivacyConfig};
 use crate::error::{Error, Result};
@@ -50,7 +51,7 @@ impl StepCharge {
 /// the engine makes one; it is released through [`PrivacyEngine::release`].
 #[derive(Clone, Debug)]
 pub struct ClippedSum {
-    pub(super) sum: Vec<f32>,
+    pub(super) sum: Gradient,
     pub(super) rule: ClipRule,
     batch_size: usize,
     loss_sum: f64,
@@ -73,16 +74,17 @@ impl ClippedSum {
 /// that ε does **not** cover (loss, non-finite count; see [`StepReport`]).
 #[derive(Clone, Debug)]
 pub struct NoisyGradient {
-    sum: Vec<f32>,
+    sum: Gradient,
     batch_size: usize,
     loss_sum: f64,
     nonfinite: usize,
 }
 
 impl NoisyGradient {
-    /// The noisy sum `Σᵢ cᵢ∇ℓᵢ + N(0, σ²C²I)`, flat in the model's parameter order.
-    pub fn sum(&self) -> &[f32] {
-        &self.sum
+    /// The noisy sum `Σᵢ cᵢ∇ℓᵢ + N(0, σ²C²I)`, flat in the model's parameter order (for a
+    /// model that keeps its parameters on a device, copied from there).
+    pub fn sum(&self) -> Result<Vec<f32>> {
+        self.sum.to_host()
     }
 }
 
@@ -203,8 +205,75 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         batch: &[usize],
         rule: ClipRule,
     ) -> Result<ClippedSum> {
+        if matches!(self.moments, Moments::Device(_)) {
+            return self.device_sum_slices(data, batch, rule);
+        }
         self.sum_slices(batch, rule, |model, slice, applied| {
             model.clipped_gradient(data, slice, applied)
+        })
+    }
+
+    /// [`sum_slices`](Self::sum_slices) for a model that keeps its parameters on a device:
+    /// the sums stay there, one tensor per parameter, each checked against its shape.
+    fn device_sum_slices(
+        &mut self,
+        data: &M::Data,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<ClippedSum> {
+        let applied = rule;
+        #[cfg(feature = "fault-injection")]
+        let applied = self.fault.map_or(applied, |f| f.clip_rule(applied));
+        let vars = self.model.device_parameters().ok_or_else(|| {
+            Error::UnprotectedParameter(
+                "the model no longer keeps its parameters on a device".into(),
+            )
+        })?;
+        let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
+        let mut sum: Option<Gradient> = None;
+        let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
+        for slice in batch.chunks(physical) {
+            let clipped = self
+                .model
+                .clipped_gradient_on_device(data, slice, applied)?;
+            let covered = clipped.sums.len() == vars.len()
+                && clipped
+                    .sums
+                    .iter()
+                    .zip(&vars)
+                    .all(|(s, v)| s.shape() == v.as_tensor().shape());
+            if !covered {
+                return Err(Error::UnprotectedParameter(format!(
+                    "the model's clipped sums do not cover its {} parameter tensors",
+                    vars.len()
+                )));
+            }
+            nonfinite += clipped
+                .squared_norms
+                .iter()
+                .filter(|v| !v.is_finite())
+                .count();
+            loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
+            let part = Gradient::Device(clipped.sums);
+            match &mut sum {
+                None => sum = Some(part),
+                Some(total) => total.accumulate(part)?,
+            }
+        }
+        let sum = match sum {
+            Some(sum) => sum,
+            None => Gradient::Device(
+                vars.iter()
+                    .map(|v| v.as_tensor().zeros_like())
+                    .collect::<candle_core::Result<_>>()?,
+            ),
+        };
+        Ok(ClippedSum {
+            sum,
+            rule,
+            batch_size: batch.len(),
+            loss_sum,
+            nonfinite,
         })
     }
 
@@ -240,7 +309,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
         }
         Ok(ClippedSum {
-            sum,
+            sum: Gradient::Host(sum),
             rule,
             batch_size: batch.len(),
             loss_sum,
@@ -275,9 +344,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 self.add_noise(mechanism, &mut sum, support)?;
             }
         }
-        if let Some(bad) = sum.iter().position(|g| !g.is_finite()) {
+        if let Some(bad) = sum.first_nonfinite()? {
             return Err(Error::UnprotectedParameter(format!(
-                "parameter {bad} has a non-finite noisy gradient"
+                "{bad} has a non-finite noisy gradient"
             )));
         }
         if let (Some(filter), Some(reservation)) = (&mut self.ledger, charge.reservation.take()) {
@@ -314,16 +383,21 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         Ok(())
     }
 
-    /// The mechanism's noise on every coordinate of `sum`, or on `support` only.
+    /// The mechanism's noise on every coordinate of `sum`, or on `support` only (host
+    /// sums only: sparse models keep their parameters on the host).
     fn add_noise(
         &mut self,
         mechanism: &GaussianMechanism,
-        sum: &mut [f32],
+        sum: &mut Gradient,
         support: Option<&[usize]>,
     ) -> Result<()> {
         let Some(support) = support else {
-            mechanism.release_in_place_f32(sum, &mut self.noise);
-            return Ok(());
+            return sum.add_noise(mechanism, &mut self.noise);
+        };
+        let Gradient::Host(sum) = sum else {
+            return Err(Error::UnprotectedParameter(
+                "noise on a support needs a host sum".into(),
+            ));
         };
         let mut on = vec![false; sum.len()];
         for &j in support {
@@ -354,14 +428,34 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             }
             GradientNormalisation::RealisedBatchSize => b as f64,
         };
-        let scale = (1.0 / divisor.max(1.0)) as f32;
-        let average: Vec<f32> = gradient.sum.iter().map(|g| g * scale).collect();
-        let mut theta = self.model.parameters()?;
         let step = self.steps.max(1);
-        self.config
-            .optimizer
-            .update(&mut theta, &mut self.moments, &average, step);
-        self.model.set_parameters(&theta)?;
+        match (&gradient.sum, &mut self.moments) {
+            (Gradient::Host(sum), Moments::Host(moments)) => {
+                let scale = (1.0 / divisor.max(1.0)) as f32;
+                let average: Vec<f32> = sum.iter().map(|g| g * scale).collect();
+                let mut theta = self.model.parameters()?;
+                self.config
+                    .optimizer
+                    .update(&mut theta, moments, &average, step);
+                self.model.set_parameters(&theta)?;
+            }
+            (Gradient::Device(sum), Moments::Device(moments)) => {
+                let vars = self.model.device_parameters().ok_or_else(|| {
+                    Error::UnprotectedParameter(
+                        "the model no longer keeps its parameters on a device".into(),
+                    )
+                })?;
+                let scale = f64::from((1.0 / divisor.max(1.0)) as f32);
+                self.config
+                    .optimizer
+                    .update_tensors(&vars, moments, sum, scale, step)?;
+            }
+            _ => {
+                return Err(Error::UnprotectedParameter(
+                    "a host gradient for device parameters, or the reverse".into(),
+                ))
+            }
+        }
         Ok(StepReport {
             batch_size: b,
             mean_loss: if b == 0 {
@@ -391,7 +485,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     pub fn snapshot(&self) -> Result<Snapshot> {
         Ok(Snapshot {
             theta: self.model.parameters()?,
-            moments: self.moments.clone(),
+            moments: self.moments.to_host()?,
         })
     }
 
@@ -399,8 +493,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// every step since: they did touch the data).
     pub fn rollback(&mut self, snapshot: Snapshot) -> Result<()> {
         self.model.set_parameters(&snapshot.theta)?;
-        self.moments = snapshot.moments;
-        Ok(())
+        self.moments.set_from_host(&snapshot.moments)
     }
 
     /// The clipping rule in force (none for a non-private run).

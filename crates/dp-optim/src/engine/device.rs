@@ -1,0 +1,166 @@
+//! Where a step's vectors live: flat on the host (the engine's reference path, for every
+//! model), or as tensors on the model's device (a model that keeps its parameters there,
+//! [`PrivateModel::device_parameters`]): the clipped sum, θ and the optimizer's moments
+//! stay on the device and only the noise, drawn on the host from the ChaCha20 source,
+//! crosses.
+
+use candle_core::Tensor;
+use dp_mechanisms::{GaussianMechanism, NoiseSource};
+use dp_models::PrivateModel;
+
+use crate::error::{Error, Result};
+use crate::optimizer::Optimizer;
+
+/// A gradient sum: flat on the host, or one tensor per device parameter.
+#[derive(Clone, Debug)]
+pub(super) enum Gradient {
+    Host(Vec<f32>),
+    Device(Vec<Tensor>),
+}
+
+impl Gradient {
+    /// Adds `other` (of the same kind and shapes).
+    pub(super) fn accumulate(&mut self, other: Gradient) -> Result<()> {
+        match (self, other) {
+            (Gradient::Host(a), Gradient::Host(b)) => {
+                a.iter_mut().zip(&b).for_each(|(g, s)| *g += s)
+            }
+            (Gradient::Device(a), Gradient::Device(b)) => {
+                for (t, s) in a.iter_mut().zip(&b) {
+                    *t = (&*t + s)?;
+                }
+            }
+            _ => {
+                return Err(Error::UnprotectedParameter(
+                    "a host and a device sum mixed".into(),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// The first parameter (flat index on the host, tensor index on the device) whose
+    /// value is not finite.
+    pub(super) fn first_nonfinite(&self) -> Result<Option<String>> {
+        Ok(match self {
+            Gradient::Host(v) => v
+                .iter()
+                .position(|g| !g.is_finite())
+                .map(|j| format!("parameter {j}")),
+            Gradient::Device(ts) => {
+                let mut bad = None;
+                for (i, t) in ts.iter().enumerate() {
+                    // 0·x is 0 for every finite x and NaN for ±∞ and NaN.
+                    let probe = t.affine(0.0, 0.0)?.sum_all()?.to_scalar::<f32>()?;
+                    if !probe.is_finite() {
+                        bad = Some(format!("parameter tensor {i}"));
+                        break;
+                    }
+                }
+                bad
+            }
+        })
+    }
+
+    /// Adds the mechanism's noise to every coordinate. On the device, one flat vector of
+    /// noise is drawn on the host (the same draws, in the same order, as the host path)
+    /// and copied to each tensor's device.
+    pub(super) fn add_noise(
+        &mut self,
+        mechanism: &GaussianMechanism,
+        noise: &mut NoiseSource,
+    ) -> Result<()> {
+        match self {
+            Gradient::Host(v) => mechanism.release_in_place_f32(v, noise),
+            Gradient::Device(ts) => {
+                let mut draws = vec![0.0f32; ts.iter().map(Tensor::elem_count).sum()];
+                mechanism.release_in_place_f32(&mut draws, noise);
+                let mut offset = 0;
+                for t in ts.iter_mut() {
+                    let n = t.elem_count();
+                    let z = Tensor::from_slice(&draws[offset..offset + n], t.shape(), t.device())?;
+                    *t = (&*t + z)?;
+                    offset += n;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The values, flat, on the host.
+    pub(super) fn to_host(&self) -> Result<Vec<f32>> {
+        match self {
+            Gradient::Host(v) => Ok(v.clone()),
+            Gradient::Device(ts) => flatten(ts),
+        }
+    }
+}
+
+/// Tensors concatenated flat on the host.
+fn flatten(ts: &[Tensor]) -> Result<Vec<f32>> {
+    let mut out = Vec::with_capacity(ts.iter().map(Tensor::elem_count).sum());
+    for t in ts {
+        out.extend(t.flatten_all()?.to_vec1::<f32>()?);
+    }
+    Ok(out)
+}
+
+/// The optimizer's moments: flat on the host, or per device parameter.
+#[derive(Clone, Debug)]
+pub(super) enum Moments {
+    Host(Vec<Vec<f32>>),
+    Device(Vec<Vec<Tensor>>),
+}
+
+impl Moments {
+    /// Zeroed moments where `model` keeps its parameters.
+    pub(super) fn initial<M: PrivateModel>(optimizer: &Optimizer, model: &M) -> Result<Self> {
+        let host = optimizer.initial_moments(0).len();
+        Ok(match model.device_parameters() {
+            None => Moments::Host(optimizer.initial_moments(model.num_params())),
+            Some(vars) => Moments::Device(
+                (0..host)
+                    .map(|_| {
+                        vars.iter()
+                            .map(|v| v.as_tensor().zeros_like())
+                            .collect::<candle_core::Result<_>>()
+                    })
+                    .collect::<candle_core::Result<_>>()?,
+            ),
+        })
+    }
+
+    /// How many moment vectors (1 for SGD, 2 for Adam).
+    pub(super) fn count(&self) -> usize {
+        match self {
+            Moments::Host(m) => m.len(),
+            Moments::Device(m) => m.len(),
+        }
+    }
+
+    /// Each moment flat on the host (for checkpoints and snapshots).
+    pub(super) fn to_host(&self) -> Result<Vec<Vec<f32>>> {
+        match self {
+            Moments::Host(m) => Ok(m.clone()),
+            Moments::Device(m) => m.iter().map(|ts| flatten(ts)).collect(),
+        }
+    }
+
+    /// Replaces the moments from flat host vectors (checked by the caller to fit).
+    pub(super) fn set_from_host(&mut self, host: &[Vec<f32>]) -> Result<()> {
+        match self {
+            Moments::Host(m) => *m = host.to_vec(),
+            Moments::Device(m) => {
+                for (tensors, flat) in m.iter_mut().zip(host) {
+                    let mut offset = 0;
+                    for t in tensors.iter_mut() {
+                        let n = t.elem_count();
+                        *t = Tensor::from_slice(&flat[offset..offset + n], t.shape(), t.device())?;
+                        offset += n;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
