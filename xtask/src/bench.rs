@@ -376,16 +376,26 @@ fn dp_sgd(
 
 /// Runs `scripts/opacus_dp_sgd.py`; returns (mode, samples/s) per mode that ran.
 fn opacus_comparison(batch: usize, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/opacus_dp_sgd.py");
+    python_modes("opacus_dp_sgd.py", &[batch, steps, threads])
+}
+
+/// Runs `scripts/<script>` with `$DP_BENCH_PYTHON` (default `python3`) and integer
+/// arguments; prints and returns (mode, samples/s) for each JSON row of a mode that ran
+/// (rows with an `error` are printed as not run).
+fn python_modes(script: &str, args: &[usize]) -> Result<Vec<(String, f64)>> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(script);
     let python = std::env::var("DP_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
     let output = Command::new(&python)
         .arg(&script)
-        .args([batch, steps, threads].map(|n| n.to_string()))
+        .args(args.iter().map(|n| n.to_string()))
         .output()
         .with_context(|| format!("running {python}"))?;
     anyhow::ensure!(
         output.status.success(),
-        "Opacus benchmark failed ({python}): {}",
+        "{} failed ({python}): {}",
+        script.display(),
         String::from_utf8_lossy(&output.stderr)
             .lines()
             .last()
@@ -395,16 +405,18 @@ fn opacus_comparison(batch: usize, steps: usize, threads: usize) -> Result<Vec<(
     for line in String::from_utf8_lossy(&output.stdout).lines() {
         let row: serde_json::Value = serde_json::from_str(line)?;
         let mode = row["mode"].as_str().unwrap_or("?").to_string();
-        match row["samples_per_s"].as_f64() {
-            Some(rate) => {
-                println!(
-                    "{mode:<20} {:>8.2} ms/step  {rate:>9.0} samples/s",
-                    row["ms_per_step"].as_f64().unwrap_or(f64::NAN)
-                );
-                modes.push((mode, rate));
-            }
-            None => println!("{mode:<20} did not run: {}", row["error"]),
-        }
+        let Some(rate) = row["samples_per_s"].as_f64() else {
+            println!("{mode:<22} did not run: {}", row["error"]);
+            continue;
+        };
+        let rss = row["peak_rss_mib"]
+            .as_f64()
+            .map_or(String::new(), |r| format!("  peak RSS {r:.0} MiB"));
+        println!(
+            "{mode:<22} {:>9.2} ms/step  {rate:>9.1} samples/s{rss}",
+            row["ms_per_step"].as_f64().unwrap_or(f64::NAN)
+        );
+        modes.push((mode, rate));
     }
     Ok(modes)
 }

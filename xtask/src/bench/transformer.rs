@@ -4,8 +4,6 @@
 //! random token sequences; optionally Opacus (ghost clipping) on the same architecture in
 //! the same sitting.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -171,39 +169,8 @@ pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
 
 /// Runs `scripts/opacus_transformer.py`; returns (mode, samples/s) per mode that ran.
 fn opacus(s: Shape, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/opacus_transformer.py");
-    let python = std::env::var("DP_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
     let args = [
         s.layers, s.width, s.heads, s.seq, s.batch, s.vocab, steps, threads,
     ];
-    let output = Command::new(&python)
-        .arg(&script)
-        .args(args.map(|n| n.to_string()))
-        .output()
-        .with_context(|| format!("running {python}"))?;
-    anyhow::ensure!(
-        output.status.success(),
-        "Opacus benchmark failed ({python}): {}",
-        String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .last()
-            .unwrap_or("")
-    );
-    let mut modes = Vec::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let row: serde_json::Value = serde_json::from_str(line)?;
-        let mode = row["mode"].as_str().unwrap_or("?").to_string();
-        match row["samples_per_s"].as_f64() {
-            Some(rate) => {
-                println!(
-                    "{mode:<22} {:>9.1} ms/step  {rate:>8.1} samples/s  peak RSS {:.0} MiB",
-                    row["ms_per_step"].as_f64().unwrap_or(f64::NAN),
-                    row["peak_rss_mib"].as_f64().unwrap_or(f64::NAN)
-                );
-                modes.push((mode, rate));
-            }
-            None => println!("{mode:<22} did not run: {}", row["error"]),
-        }
-    }
-    Ok(modes)
+    super::python_modes("opacus_transformer.py", &args)
 }

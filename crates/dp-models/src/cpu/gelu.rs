@@ -1,13 +1,10 @@
 //! GELU (tanh approximation, as Candle's `gelu`) with the one-`exp` tanh, and its backward.
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
-use rayon::prelude::*;
 
-use super::f32_slice;
+use super::elementwise::{map, map2};
 use super::kernels::tanh_fast;
 
-/// Elements per parallel task.
-const ELEMENTS_PER_TASK: usize = 16 * 1024;
 /// √(2/π).
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 /// The cubic coefficient of the approximation.
@@ -27,17 +24,9 @@ impl CustomOp1 for Gelu {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = f32_slice(storage, layout)?;
-        let mut out = vec![0.0f32; x.len()];
-        out.par_chunks_mut(ELEMENTS_PER_TASK)
-            .zip(x.par_chunks(ELEMENTS_PER_TASK))
-            .for_each(|(out, x)| {
-                for (o, &v) in out.iter_mut().zip(x) {
-                    let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));
-                    *o = 0.5 * v * (1.0 + t);
-                }
-            });
-        Ok((CpuStorage::F32(out), layout.shape().clone()))
+        map(storage, layout, |v| {
+            0.5 * v * (1.0 + tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v)))
+        })
     }
 
     fn bwd(
@@ -68,25 +57,10 @@ impl CustomOp2 for GeluBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (x, g) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
-        if x.len() != g.len() {
-            return Err(candle_core::Error::Msg(
-                "gelu backward: shape mismatch".into(),
-            ));
-        }
-        let mut dx = vec![0.0f32; x.len()];
-        dx.par_chunks_mut(ELEMENTS_PER_TASK)
-            .zip(
-                x.par_chunks(ELEMENTS_PER_TASK)
-                    .zip(g.par_chunks(ELEMENTS_PER_TASK)),
-            )
-            .for_each(|(dx, (x, g))| {
-                for ((d, &v), &g) in dx.iter_mut().zip(x).zip(g) {
-                    let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));
-                    let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * v * v);
-                    *d = g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du);
-                }
-            });
-        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+        map2((s1, l1), (s2, l2), "gelu backward", |v, g| {
+            let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));
+            let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * v * v);
+            g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du)
+        })
     }
 }

@@ -15,6 +15,7 @@ use candle_core::{CpuStorage, Layout, Tensor};
 mod conv;
 mod conv_clipped_sum;
 mod conv_per_sample_rows;
+mod elementwise;
 mod gelu;
 pub(crate) mod kernels;
 mod matmul;
