@@ -64,10 +64,19 @@ impl Left {
     }
 }
 
+/// `X Yᵀ` per example (B, Kₓ, K_y); one row each (a Linear on (B, in)) is a row dot
+/// product, not B one-by-one matmuls.
+fn gram(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    if x.dim(1)? == 1 && y.dim(1)? == 1 {
+        return Ok((x * y)?.sum_keepdim(2)?);
+    }
+    Ok(x.matmul(&y.transpose(1, 2)?)?)
+}
+
 /// `Lₐ L_bᵀ` per example (B, Kₐ, K_b).
 fn left_gram(a: &Left, b: &Left) -> Result<Tensor> {
     Ok(match (a, b) {
-        (Left::Dense(x), Left::Dense(y)) => x.matmul(&y.transpose(1, 2)?)?,
+        (Left::Dense(x), Left::Dense(y)) => gram(x, y)?,
         (Left::OneHot { ids: x, .. }, Left::OneHot { ids: y, .. }) => x
             .unsqueeze(2)?
             .broadcast_eq(&y.unsqueeze(1)?)?
@@ -242,7 +251,7 @@ fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
     let mut total: Option<Tensor> = None;
     for (a, (la, ra)) in outers.iter().enumerate() {
         for (b, (lb, rb)) in outers.iter().enumerate().skip(a) {
-            let rg = ra.matmul(&rb.transpose(1, 2)?)?;
+            let rg = gram(ra, rb)?;
             let term = (left_gram(la, lb)? * rg)?.flatten_from(1)?.sum(1)?;
             let term = if a == b { term } else { (term * 2.0)? };
             total = Some(match total {

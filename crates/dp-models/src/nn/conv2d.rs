@@ -148,24 +148,18 @@ pub(super) fn conv_contributions(
     bias: Option<Var>,
 ) -> Result<Vec<(Var, Contribution)>> {
     let (batch, cout) = (grad.dim(0)?, grad.dim(1)?);
-    let left = grad.reshape((batch, cout, ()))?.transpose(1, 2)?;
-    let positions = left.dim(1)?;
-    let mut out = vec![(
+    let rows = grad.reshape((batch, cout, ()))?;
+    // The bias's per-sample gradients, Σ over positions: (B, Cout), materialised.
+    let bias = match bias {
+        Some(b) => Some((b, Contribution::PerSample(rows.sum(2)?))),
+        None => None,
+    };
+    let weight = (
         weight,
         Contribution::Outer {
-            left: Left::Dense(left.clone()),
+            left: Left::Dense(rows.transpose(1, 2)?),
             right,
         },
-    )];
-    if let Some(bias) = bias {
-        let ones = Tensor::ones((batch, positions, 1), DType::F32, grad.device())?;
-        out.push((
-            bias,
-            Contribution::Outer {
-                left: Left::Dense(left),
-                right: ones,
-            },
-        ));
-    }
-    Ok(out)
+    );
+    Ok(std::iter::once(weight).chain(bias).collect())
 }

@@ -1,6 +1,6 @@
 //! The DP fully connected layer, a drop-in for `candle_nn::Linear`.
 
-use candle_core::{DType, Module, Tensor, Var};
+use candle_core::{Module, Tensor, Var};
 use candle_nn::Init;
 
 use super::contribution::{Contribution, Left};
@@ -136,31 +136,23 @@ impl Module for Linear {
         let w = self.weight.as_tensor().detach();
         let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
         let y = affine(x, &w, b.as_ref(), true)?;
-        let (weight, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
+        let (weight_var, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
         self.taps.tap(y, move |grad| {
             let batch = grad.dim(0)?;
-            let out = weight.as_tensor().dim(0)?;
+            let out = weight_var.as_tensor().dim(0)?;
             let left = grad.reshape((batch, (), out))?;
             let right = input.reshape((batch, (), input.dim(candle_core::D::Minus1)?))?;
-            let k = left.dim(1)?;
-            let mut contributions = vec![(
-                weight,
-                Contribution::Outer {
-                    left: Left::Dense(left.clone()),
-                    right,
-                },
-            )];
-            if let Some(bias) = bias {
-                let ones = Tensor::ones((batch, k, 1), DType::F32, grad.device())?;
-                contributions.push((
-                    bias,
-                    Contribution::Outer {
-                        left: Left::Dense(left),
-                        right: ones,
-                    },
-                ));
-            }
-            Ok(contributions)
+            // The bias's per-sample gradients are the summed output gradients: (B, out),
+            // as small as the parameter, so materialised.
+            let bias = match bias {
+                Some(b) => Some((b, Contribution::PerSample(left.sum(1)?))),
+                None => None,
+            };
+            let weight = Contribution::Outer {
+                left: Left::Dense(left),
+                right,
+            };
+            Ok(std::iter::once((weight_var, weight)).chain(bias).collect())
         })
     }
 }
