@@ -118,6 +118,12 @@ fn affine(
     }
     let y = rows.reshape(dims)?;
     match b {
+        // A constant bias on the CPU: an add whose backward is the input's gradient only.
+        Some(b) if constant_weight && cpu::applies(&y) && y.track_op() => {
+            let ones = b.ones_like()?;
+            y.contiguous()?
+                .apply_op3(&ones, &b.contiguous()?, cpu::RowAffine)
+        }
         Some(b) => y.broadcast_add(b),
         None => Ok(y),
     }

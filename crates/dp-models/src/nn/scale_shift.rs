@@ -6,6 +6,7 @@ use candle_core::{Tensor, Var};
 
 use super::contribution::Contribution;
 use super::taps::Taps;
+use crate::cpu;
 
 /// Where the channels of `x̂` are: the last axis (layer and RMS norm) or axis 1 (group
 /// norm on (B, C, …)).
@@ -54,6 +55,9 @@ pub(super) fn scale_shift(
         };
         t.reshape(shape.clone())
     };
+    if recording && matches!(channels, Channels::Last) && cpu::applies(xhat) && xhat.track_op() {
+        return constant_row_affine(taps, xhat, weight, bias);
+    }
     let mut y = xhat.clone();
     if let Some(w) = weight {
         y = y.broadcast_mul(&param(w)?)?;
@@ -64,6 +68,18 @@ pub(super) fn scale_shift(
     if !recording {
         return Ok(y);
     }
+    tap_scale_shift(taps, y, xhat, weight, bias, channels)
+}
+
+/// Taps the output `y` of a scale and shift of `x̂`: per-sample `∇γ = Σ g ⊙ x̂`, `∇β = Σ g`.
+fn tap_scale_shift(
+    taps: &Taps,
+    y: Tensor,
+    xhat: &Tensor,
+    weight: Option<&Var>,
+    bias: Option<&Var>,
+    channels: Channels,
+) -> candle_core::Result<Tensor> {
     let (weight, bias, xhat) = (weight.cloned(), bias.cloned(), xhat.detach());
     taps.tap(y, move |grad| {
         let mut contributions = Vec::new();
@@ -76,4 +92,24 @@ pub(super) fn scale_shift(
         }
         Ok(contributions)
     })
+}
+
+/// The private forward's `x̂·γ + β` over the last dimension on the CPU: one op whose
+/// backward is `x̂`'s gradient only (γ and β are constants there), then the tap.
+fn constant_row_affine(
+    taps: &Taps,
+    xhat: &Tensor,
+    weight: Option<&Var>,
+    bias: Option<&Var>,
+) -> candle_core::Result<Tensor> {
+    let d = xhat.dim(candle_core::D::Minus1)?;
+    let constant = |v: Option<&Var>, fill: f32| match v {
+        Some(v) => Ok(v.as_tensor().detach()),
+        None => Tensor::full(fill, d, xhat.device()),
+    };
+    let (scale, shift) = (constant(weight, 1.0)?, constant(bias, 0.0)?);
+    let y = xhat
+        .contiguous()?
+        .apply_op3(&scale, &shift, cpu::RowAffine)?;
+    tap_scale_shift(taps, y, xhat, weight, bias, Channels::Last)
 }
