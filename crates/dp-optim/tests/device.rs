@@ -167,3 +167,28 @@ fn device_path_checkpoints_resume_and_roll_back() -> dp_optim::Result<()> {
     assert!(resumed.epsilon()? > first.epsilon()?);
     Ok(())
 }
+
+#[test]
+fn an_empty_poisson_batch_is_a_noise_only_step_on_both_paths() -> dp_optim::Result<()> {
+    let data = rows();
+    let theta = network(false, None).parameters()?;
+    for on_device in [false, true] {
+        let mut e = engine(
+            on_device,
+            &theta,
+            Optimizer::Sgd {
+                lr: 0.1,
+                momentum: 0.0,
+            },
+            &data,
+        );
+        let charge = e.begin_step(&data)?;
+        let clipped = e.clipped_sum(&data, &[])?;
+        let noisy = e.release(charge, clipped)?;
+        assert!(noisy.sum()?.iter().any(|&g| g != 0.0), "noise only");
+        let report = e.apply_update(&noisy)?;
+        assert_eq!(report.batch_size, 0);
+        assert_ne!(e.model().parameters()?, theta);
+    }
+    Ok(())
+}

@@ -54,6 +54,9 @@ impl<M: Module> ModuleClassifier<M> {
         classes: usize,
         rule: ClipRule,
     ) -> Result<PrivateGradients> {
+        if labels.is_empty() {
+            return self.taps.zero_gradients();
+        }
         let x = x.to_device(&self.device)?;
         crate::loss::check_labels(labels.len() * classes, labels, classes)?;
         let y = Tensor::from_slice(labels, labels.len(), &self.device)?;

@@ -97,6 +97,25 @@ impl Taps {
         })
     }
 
+    /// The private gradients of an empty batch (a Poisson draw may be one): zero sums of
+    /// every parameter's shape, no norms, no losses. Nothing is run.
+    pub fn zero_gradients(&self) -> Result<PrivateGradients> {
+        let params = self.params();
+        let device = params
+            .first()
+            .map(|p| p.var.as_tensor().device().clone())
+            .ok_or_else(|| Error::invalid_model("DP layer", "the network has no DP layer"))?;
+        let empty = Tensor::zeros(0, candle_core::DType::F32, &device)?;
+        Ok(PrivateGradients {
+            clipped_sums: params
+                .iter()
+                .map(|p| Ok((p.name.clone(), p.var.as_tensor().zeros_like()?)))
+                .collect::<Result<_>>()?,
+            squared_norms: empty.clone(),
+            losses: empty,
+        })
+    }
+
     /// The materialised per-sample gradients (B, …) of every registered parameter, by name:
     /// the reference the clipped sums are tested against, and for audits.
     pub fn per_sample_gradients(

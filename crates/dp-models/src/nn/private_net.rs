@@ -7,6 +7,7 @@ use candle_core::{Device, Tensor, Var};
 use candle_nn::VarMap;
 
 use super::contribution::NormMethod;
+use super::gradients::PrivateGradients;
 use super::taps::Taps;
 use crate::error::{Error, Result};
 use crate::private_model::{ClippedGradient, DeviceClippedGradient, PrivateModel};
@@ -76,6 +77,21 @@ where
         &self.device
     }
 
+    /// The private backward of `batch` (checked covered; an empty batch is zero sums).
+    fn private_gradients(
+        &self,
+        data: &D,
+        batch: &[usize],
+        rule: ClipRule,
+    ) -> Result<PrivateGradients> {
+        self.taps.check_covers(&self.varmap)?;
+        if batch.is_empty() {
+            return self.taps.zero_gradients();
+        }
+        self.taps
+            .clipped_gradients(|| (self.losses)(data, batch), rule, self.method)
+    }
+
     /// The per-example losses of `batch`, outside a private forward (evaluation).
     pub fn losses(&self, data: &D, batch: &[usize]) -> Result<Tensor> {
         (self.losses)(data, batch)
@@ -107,10 +123,7 @@ where
         batch: &[usize],
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        self.taps.check_covers(&self.varmap)?;
-        let out = self
-            .taps
-            .clipped_gradients(|| (self.losses)(data, batch), rule, self.method)?;
+        let out = self.private_gradients(data, batch, rule)?;
         Ok(ClippedGradient {
             sum: out.flat_sum()?,
             squared_norms: out.squared_norms.to_vec1()?,
@@ -133,10 +146,7 @@ where
         batch: &[usize],
         rule: ClipRule,
     ) -> Result<DeviceClippedGradient> {
-        self.taps.check_covers(&self.varmap)?;
-        let out = self
-            .taps
-            .clipped_gradients(|| (self.losses)(data, batch), rule, self.method)?;
+        let out = self.private_gradients(data, batch, rule)?;
         Ok(DeviceClippedGradient {
             sums: out.clipped_sums.into_iter().map(|(_, t)| t).collect(),
             squared_norms: out.squared_norms.to_vec1()?,
