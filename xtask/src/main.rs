@@ -44,23 +44,7 @@ enum Command {
     Reproduce(dp_papers::ReproduceArgs),
 }
 
-/// mimalloc's `mi_option_purge_delay` (mimalloc.h v2: the 16th option).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Keeps freed memory for reuse instead of returning it to the OS after 10 ms: a DP step
-/// on a transformer allocates gigabytes of intermediates, and with purging on, a third of
-/// its time went to the kernel zeroing pages faulted in again (`perf`, docs/training.md).
-fn keep_freed_memory() {
-    // SAFETY: mi_option_set only stores the value in mimalloc's option table; it has no
-    // preconditions and is safe to call at any time from any thread.
-    #[allow(unsafe_code)]
-    unsafe {
-        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
-    }
-}
-
 fn main() -> ExitCode {
-    keep_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { suite } => bench::run(suite),
