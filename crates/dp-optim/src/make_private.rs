@@ -83,6 +83,40 @@ pub struct PrivateTraining<M: PrivateModel> {
 /// the accountant's ledger (with the budget enforced on it when the noise is set by a
 /// target ε). The model is any [`PrivateModel`]: one of this workspace's classifiers, or
 /// one's own Candle network through [`dp_models::nn::PrivateNet`].
+///
+/// ```
+/// use candle_core::{Device, Module, Tensor};
+/// use candle_nn::VarMap;
+/// use dp_mechanisms::NoiseSource;
+/// use dp_models::nn::{self, loss, DpVarBuilder, PrivateNet, Taps};
+/// use dp_models::TrainingData;
+/// use dp_optim::{make_private, Noise, Optimizer, PrivateSettings};
+///
+/// /// 100 rows of 2 features with float targets.
+/// struct Rows(Tensor, Tensor);
+/// impl TrainingData for Rows {
+///     fn len(&self) -> usize { self.0.dims()[0] }
+///     fn validate(&self) -> dp_models::Result<()> { Ok(()) }
+///     fn digest(&self) -> String { "rows".into() }
+/// }
+///
+/// # fn main() -> dp_optim::Result<()> {
+/// let device = Device::Cpu;
+/// let x = Tensor::randn(0f32, 1.0, (100, 2), &device)?;
+/// let data = Rows(x.clone(), (x.narrow(1, 0, 1)? * 3.0)?);
+/// let (varmap, taps) = (VarMap::new(), Taps::new());
+/// let fc = nn::linear(2, 1, DpVarBuilder::from_varmap(&varmap, &taps, &device).pp("fc"))?;
+/// let net = PrivateNet::new(&varmap, &taps, &device, |d: &Rows, batch: &[usize]| {
+///     let idx = Tensor::from_vec(batch.iter().map(|&i| i as u32).collect(), batch.len(), &Device::Cpu)?;
+///     Ok(loss::mse(&fc.forward(&d.0.index_select(&idx, 0)?)?, &d.1.index_select(&idx, 0)?)?)
+/// })?;
+/// let sgd = Optimizer::Sgd { lr: 0.1, momentum: 0.9 };
+/// let settings = PrivateSettings::new(10, 2, 1.0, Noise::TargetEpsilon(8.0), 1e-3, sgd);
+/// let mut training = make_private(net, &data, &settings, NoiseSource::seeded(1))?;
+/// training.fit(&data, &mut ())?;
+/// assert!(training.engine().epsilon()?.unwrap() <= 8.0);
+/// # Ok(()) }
+/// ```
 pub fn make_private<M: PrivateModel>(
     model: M,
     train: &M::Data,
