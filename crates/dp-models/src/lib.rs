@@ -12,6 +12,7 @@
 //! * [`models`] — the papers' networks as specs (the 26,010-parameter MNIST CNN, MLPs).
 //! * [`data`] — dataset lookup (`DP_DATA_DIR`, cache, checksum-verified download) and the
 //!   MNIST / Fashion-MNIST IDX loader.
+//! * [`flat`] — tensors as one flat host vector and back.
 //! * [`loss`] — per-example cross-entropy and its gradient.
 //! * [`nn`] — DP layers for any Candle model (drop-ins for candle-nn's), any per-example
 //!   loss, on any device; [`nn::PrivateNet`] makes such a network a [`PrivateModel`].
@@ -24,6 +25,7 @@ mod clip_rule;
 mod cpu;
 pub mod data;
 mod error;
+pub mod flat;
 pub mod fused;
 pub mod loss;
 pub mod models;

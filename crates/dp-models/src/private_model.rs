@@ -197,36 +197,11 @@ impl PrivateModel for AutogradModel {
     }
 
     fn parameters(&self) -> Result<Vec<f32>> {
-        let mut out = Vec::with_capacity(self.num_params());
-        for v in self.vars() {
-            out.extend(v.as_tensor().flatten_all()?.to_vec1::<f32>()?);
-        }
-        Ok(out)
+        crate::flat::flatten(self.vars().iter().map(|v| v.as_tensor()))
     }
 
     fn set_parameters(&mut self, theta: &[f32]) -> Result<()> {
-        if theta.len() != self.num_params() {
-            return Err(Error::invalid_model(
-                "parameters",
-                format!(
-                    "{} values for {} parameters",
-                    theta.len(),
-                    self.num_params()
-                ),
-            ));
-        }
-        let mut offset = 0;
-        for v in self.vars() {
-            let n = v.as_tensor().elem_count();
-            let t = Tensor::from_slice(
-                &theta[offset..offset + n],
-                v.as_tensor().shape(),
-                v.as_tensor().device(),
-            )?;
-            v.set(&t)?;
-            offset += n;
-        }
-        Ok(())
+        crate::flat::set_vars(&self.vars(), theta)
     }
 
     fn clipped_gradient(

@@ -55,11 +55,15 @@ impl Optimizer {
     /// Zeroed moments for `params` parameters: one vector for SGD (the velocity), two for
     /// Adam (first and second moments).
     pub fn initial_moments(&self, params: usize) -> Vec<Vec<f32>> {
-        let count = match self {
+        vec![vec![0.0; params]; self.moment_count()]
+    }
+
+    /// How many moment vectors the rule keeps: 1 for SGD (the velocity), 2 for Adam.
+    pub fn moment_count(&self) -> usize {
+        match self {
             Optimizer::Sgd { .. } => 1,
             Optimizer::Adam { .. } => 2,
-        };
-        vec![vec![0.0; params]; count]
+        }
     }
 
     /// Applies the `step`-th update (1-based: Adam's bias correction uses it) of

@@ -36,7 +36,8 @@ pub enum Stage {
     },
 }
 
-/// Max pooling by the maximum over k² strided `index_select` views.
+/// Max pooling by the maximum over k² strided `index_select` views
+/// ([`crate::nn::ops::max_pool2d_composed`]), a window larger than the input refused.
 pub(super) fn max_pool(a: &Tensor, kernel: usize, stride: usize) -> Result<Tensor> {
     let (_, _, h, w) = a.dims4()?;
     if h < kernel || w < kernel {
@@ -45,27 +46,5 @@ pub(super) fn max_pool(a: &Tensor, kernel: usize, stride: usize) -> Result<Tenso
             format!("pool window {kernel} exceeds the input {h}×{w}"),
         ));
     }
-    let (oh, ow) = ((h - kernel) / stride + 1, (w - kernel) / stride + 1);
-    let index = |offset: usize, n: usize| {
-        Tensor::from_vec(
-            (0..n)
-                .map(|i| (offset + i * stride) as u32)
-                .collect::<Vec<_>>(),
-            n,
-            a.device(),
-        )
-    };
-    let mut best: Option<Tensor> = None;
-    for ky in 0..kernel {
-        for kx in 0..kernel {
-            let window = a
-                .index_select(&index(ky, oh)?, 2)?
-                .index_select(&index(kx, ow)?, 3)?;
-            best = Some(match best {
-                None => window,
-                Some(b) => b.maximum(&window)?,
-            });
-        }
-    }
-    best.ok_or_else(|| Error::invalid_model("pooling", "empty pool window"))
+    Ok(crate::nn::ops::max_pool2d_composed(a, kernel, stride)?)
 }

@@ -107,7 +107,7 @@ impl<M: Module> PrivateModel for ModuleClassifier<M> {
     }
 
     fn device_parameters(&self) -> Option<Vec<Var>> {
-        (!self.device.is_cpu()).then(|| self.taps.params().into_iter().map(|p| p.var).collect())
+        (!self.device.is_cpu()).then(|| self.taps.vars())
     }
 
     fn clipped_gradient_on_device(
@@ -117,12 +117,8 @@ impl<M: Module> PrivateModel for ModuleClassifier<M> {
         rule: ClipRule,
     ) -> Result<DeviceClippedGradient> {
         let (x, labels) = data.gather(batch)?;
-        let out = self.private_gradients(&x, &labels, data.classes, rule)?;
-        Ok(DeviceClippedGradient {
-            sums: out.clipped_sums.into_iter().map(|(_, t)| t).collect(),
-            squared_norms: out.squared_norms.to_vec1()?,
-            losses: out.losses.to_vec1()?,
-        })
+        self.private_gradients(&x, &labels, data.classes, rule)?
+            .into_device()
     }
 }
 
@@ -139,11 +135,7 @@ impl<M: Module> Classifier for ModuleClassifier<M> {
         classes: usize,
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        let out = self.private_gradients(x, labels, classes, rule)?;
-        Ok(ClippedGradient {
-            sum: out.flat_sum()?,
-            squared_norms: out.squared_norms.to_vec1()?,
-            losses: out.losses.to_vec1()?,
-        })
+        self.private_gradients(x, labels, classes, rule)?
+            .into_host()
     }
 }

@@ -1,11 +1,12 @@
 //! A network's parameters as one flat vector, in [`Taps::params`] order: what the DP
 //! engine reads, updates and checkpoints.
 
-use candle_core::Tensor;
+use candle_core::Var;
 
 use super::gradients::PrivateGradients;
 use super::taps::Taps;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::private_model::{ClippedGradient, DeviceClippedGradient};
 
 impl Taps {
     /// The number of parameters.
@@ -16,39 +17,19 @@ impl Taps {
             .sum()
     }
 
+    /// The parameters' variables, in [`Taps::params`] order.
+    pub fn vars(&self) -> Vec<Var> {
+        self.params().into_iter().map(|p| p.var).collect()
+    }
+
     /// The parameters, flat, on the host.
     pub fn flat_parameters(&self) -> Result<Vec<f32>> {
-        let mut out = Vec::with_capacity(self.num_params());
-        for p in self.params() {
-            out.extend(p.var.as_tensor().flatten_all()?.to_vec1::<f32>()?);
-        }
-        Ok(out)
+        crate::flat::flatten(self.params().iter().map(|p| p.var.as_tensor()))
     }
 
     /// Replaces the parameters from a flat vector (copied to their device).
     pub fn set_flat_parameters(&self, theta: &[f32]) -> Result<()> {
-        if theta.len() != self.num_params() {
-            return Err(Error::invalid_model(
-                "parameters",
-                format!(
-                    "{} values for {} parameters",
-                    theta.len(),
-                    self.num_params()
-                ),
-            ));
-        }
-        let mut offset = 0;
-        for p in self.params() {
-            let t = p.var.as_tensor();
-            let n = t.elem_count();
-            p.var.set(&Tensor::from_slice(
-                &theta[offset..offset + n],
-                t.shape(),
-                t.device(),
-            )?)?;
-            offset += n;
-        }
-        Ok(())
+        crate::flat::set_vars(&self.vars(), theta)
     }
 
     /// A description of the parameters (names and shapes), for checkpoint fingerprints.
@@ -62,12 +43,21 @@ impl Taps {
 }
 
 impl PrivateGradients {
-    /// The clipped sums, flat, on the host.
-    pub fn flat_sum(&self) -> Result<Vec<f32>> {
-        let mut sum = Vec::new();
-        for (_, t) in &self.clipped_sums {
-            sum.extend(t.flatten_all()?.to_vec1::<f32>()?);
-        }
-        Ok(sum)
+    /// As the engine's host path takes it: the sums flat, norms and losses on the host.
+    pub fn into_host(self) -> Result<ClippedGradient> {
+        Ok(ClippedGradient {
+            sum: crate::flat::flatten(self.clipped_sums.iter().map(|(_, t)| t))?,
+            squared_norms: self.squared_norms.to_vec1()?,
+            losses: self.losses.to_vec1()?,
+        })
+    }
+
+    /// As the engine's device path takes it: one sum per parameter, left on its device.
+    pub fn into_device(self) -> Result<DeviceClippedGradient> {
+        Ok(DeviceClippedGradient {
+            squared_norms: self.squared_norms.to_vec1()?,
+            losses: self.losses.to_vec1()?,
+            sums: self.clipped_sums.into_iter().map(|(_, t)| t).collect(),
+        })
     }
 }

@@ -123,12 +123,7 @@ where
         batch: &[usize],
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        let out = self.private_gradients(data, batch, rule)?;
-        Ok(ClippedGradient {
-            sum: out.flat_sum()?,
-            squared_norms: out.squared_norms.to_vec1()?,
-            losses: out.losses.to_vec1()?,
-        })
+        self.private_gradients(data, batch, rule)?.into_host()
     }
 
     fn architecture(&self) -> String {
@@ -136,8 +131,7 @@ where
     }
 
     fn device_parameters(&self) -> Option<Vec<Var>> {
-        self.on_device
-            .then(|| self.taps.params().into_iter().map(|p| p.var).collect())
+        self.on_device.then(|| self.taps.vars())
     }
 
     fn clipped_gradient_on_device(
@@ -146,11 +140,6 @@ where
         batch: &[usize],
         rule: ClipRule,
     ) -> Result<DeviceClippedGradient> {
-        let out = self.private_gradients(data, batch, rule)?;
-        Ok(DeviceClippedGradient {
-            sums: out.clipped_sums.into_iter().map(|(_, t)| t).collect(),
-            squared_norms: out.squared_norms.to_vec1()?,
-            losses: out.losses.to_vec1()?,
-        })
+        self.private_gradients(data, batch, rule)?.into_device()
     }
 }

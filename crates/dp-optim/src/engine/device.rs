@@ -6,6 +6,7 @@
 
 use candle_core::Tensor;
 use dp_mechanisms::{GaussianMechanism, NoiseSource};
+use dp_models::flat::{flatten, unflatten};
 use dp_models::PrivateModel;
 
 use crate::error::{Error, Result};
@@ -75,12 +76,9 @@ impl Gradient {
             Gradient::Device(ts) => {
                 let mut draws = vec![0.0f32; ts.iter().map(Tensor::elem_count).sum()];
                 mechanism.release_in_place_f32(&mut draws, noise);
-                let mut offset = 0;
-                for t in ts.iter_mut() {
-                    let n = t.elem_count();
-                    let z = Tensor::from_slice(&draws[offset..offset + n], t.shape(), t.device())?;
+                let noise = unflatten(&draws, ts)?;
+                for (t, z) in ts.iter_mut().zip(noise) {
                     *t = (&*t + z)?;
-                    offset += n;
                 }
             }
         }
@@ -91,18 +89,9 @@ impl Gradient {
     pub(super) fn to_host(&self) -> Result<Vec<f32>> {
         match self {
             Gradient::Host(v) => Ok(v.clone()),
-            Gradient::Device(ts) => flatten(ts),
+            Gradient::Device(ts) => Ok(flatten(ts)?),
         }
     }
-}
-
-/// Tensors concatenated flat on the host.
-fn flatten(ts: &[Tensor]) -> Result<Vec<f32>> {
-    let mut out = Vec::with_capacity(ts.iter().map(Tensor::elem_count).sum());
-    for t in ts {
-        out.extend(t.flatten_all()?.to_vec1::<f32>()?);
-    }
-    Ok(out)
 }
 
 /// The optimizer's moments: flat on the host, or per device parameter.
@@ -115,11 +104,11 @@ pub(super) enum Moments {
 impl Moments {
     /// Zeroed moments where `model` keeps its parameters.
     pub(super) fn initial<M: PrivateModel>(optimizer: &Optimizer, model: &M) -> Result<Self> {
-        let host = optimizer.initial_moments(0).len();
+        let count = optimizer.moment_count();
         Ok(match model.device_parameters() {
             None => Moments::Host(optimizer.initial_moments(model.num_params())),
             Some(vars) => Moments::Device(
-                (0..host)
+                (0..count)
                     .map(|_| {
                         vars.iter()
                             .map(|v| v.as_tensor().zeros_like())
@@ -142,22 +131,17 @@ impl Moments {
     pub(super) fn to_host(&self) -> Result<Vec<Vec<f32>>> {
         match self {
             Moments::Host(m) => Ok(m.clone()),
-            Moments::Device(m) => m.iter().map(|ts| flatten(ts)).collect(),
+            Moments::Device(m) => m.iter().map(|ts| Ok(flatten(ts)?)).collect(),
         }
     }
 
-    /// Replaces the moments from flat host vectors (checked by the caller to fit).
+    /// Replaces the moments from flat host vectors (an error unless each fits).
     pub(super) fn set_from_host(&mut self, host: &[Vec<f32>]) -> Result<()> {
         match self {
             Moments::Host(m) => *m = host.to_vec(),
             Moments::Device(m) => {
                 for (tensors, flat) in m.iter_mut().zip(host) {
-                    let mut offset = 0;
-                    for t in tensors.iter_mut() {
-                        let n = t.elem_count();
-                        *t = Tensor::from_slice(&flat[offset..offset + n], t.shape(), t.device())?;
-                        offset += n;
-                    }
+                    *tensors = unflatten(flat, tensors)?;
                 }
             }
         }
