@@ -43,6 +43,9 @@ pub fn next_token_cross_entropy(
     ignore_index: Option<u32>,
 ) -> Result<Tensor> {
     let t = logits.dim(1)?;
+    if t < 2 {
+        candle_core::bail!("next-token loss: sequences of {t} tokens have no next token");
+    }
     cross_entropy(
         &logits.narrow(1, 0, t - 1)?,
         &tokens.narrow(1, 1, t - 1)?,

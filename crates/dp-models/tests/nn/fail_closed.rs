@@ -158,3 +158,10 @@ fn a_layer_applied_without_the_batch_dimension_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_next_token_loss_on_one_token_is_an_error_not_a_panic() {
+    let logits = random(69, &[2, 1, 5], 1.0);
+    let tokens = Tensor::zeros((2, 1), candle_core::DType::U32, &Device::Cpu).expect("tokens");
+    assert!(loss::next_token_cross_entropy(&logits, &tokens, None).is_err());
+}
