@@ -1,10 +1,10 @@
 //! Network specifications of the papers' models.
 
-use candle_core::{Device, Module, Tensor};
+use candle_core::{Device, Module, Tensor, Var};
 use candle_nn::VarMap;
 use dp_mechanisms::NoiseSource;
 
-use crate::autograd::{AutogradModel, DpConv2d, DpEmbedding, DpLinear, Stage};
+use crate::autograd::{AutogradModel, Stage};
 use crate::error::{Error, Result};
 use crate::fused::{LayerSpec, NetSpec, TorchLayer};
 use crate::nn;
@@ -152,9 +152,52 @@ pub fn mlp(
     NetSpec::new(inputs, 1, 1, &[&[LayerSpec::Flatten][..], &layers].concat())
 }
 
-/// The MNIST CNN of [`mnist_cnn`] on the autograd tier, from PyTorch-layout weights (for
-/// example `FusedModel::to_torch()`, so both tiers can run the same network).
+/// The MNIST CNN of [`mnist_cnn`] on the sequential (autograd) tier, from PyTorch-layout
+/// weights (for example `FusedModel::to_torch()`, so both tiers can run the same
+/// network): the DP layers of [`crate::nn`] as stages, trained by the direct CPU backward.
 pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Result<AutogradModel> {
+    let net = mnist_cnn_layers(activation, weights)?.0;
+    let act = || match activation {
+        Activation::Tanh => Stage::Tanh,
+        Activation::Relu => Stage::Relu,
+    };
+    let pool = || Stage::MaxPool {
+        kernel: 2,
+        stride: 1,
+    };
+    Ok(AutogradModel::new(vec![
+        Stage::Image {
+            channels: 1,
+            height: 28,
+            width: 28,
+        },
+        Stage::Layer(Box::new(net.conv1)),
+        act(),
+        pool(),
+        Stage::Layer(Box::new(net.conv2)),
+        act(),
+        pool(),
+        Stage::Flatten,
+        Stage::Layer(Box::new(net.fc1)),
+        act(),
+        Stage::Layer(Box::new(net.fc2)),
+    ]))
+}
+
+/// Sets a layer's parameters to PyTorch-layout weights.
+fn set_layer(weight: &Var, bias: Option<&Var>, torch: &TorchLayer) -> Result<()> {
+    let (w, b) = torch.to_tensors(weight.device())?;
+    weight.set(&w)?;
+    bias.ok_or_else(|| Error::invalid_model("MNIST CNN", "a layer without bias"))?
+        .set(&b)?;
+    Ok(())
+}
+
+/// [`MnistCnn`]'s DP layers from PyTorch-layout weights, with their `VarMap` and taps.
+fn mnist_cnn_layers(
+    activation: Activation,
+    weights: &[TorchLayer],
+) -> Result<(MnistCnn, VarMap, nn::Taps)> {
     if weights.len() != 4 {
         return Err(Error::invalid_model(
             "MNIST CNN weights",
@@ -164,37 +207,25 @@ pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Res
             ),
         ));
     }
-    let act = || match activation {
-        Activation::Tanh => Stage::Tanh,
-        Activation::Relu => Stage::Relu,
+    let (varmap, taps, device) = (VarMap::new(), nn::Taps::new(), Device::Cpu);
+    let vb = nn::DpVarBuilder::from_varmap(&varmap, &taps, &device);
+    let conv = |stride, padding| candle_nn::Conv2dConfig {
+        stride,
+        padding,
+        ..Default::default()
     };
-    let (w0, b0) = weights[0].to_tensors(&Device::Cpu)?;
-    let (w1, b1) = weights[1].to_tensors(&Device::Cpu)?;
-    let (w2, b2) = weights[2].to_tensors(&Device::Cpu)?;
-    let (w3, b3) = weights[3].to_tensors(&Device::Cpu)?;
-    Ok(AutogradModel::new(vec![
-        Stage::Image {
-            channels: 1,
-            height: 28,
-            width: 28,
-        },
-        Stage::Layer(Box::new(DpConv2d::new(w0, b0, 2, 2)?)),
-        act(),
-        Stage::MaxPool {
-            kernel: 2,
-            stride: 1,
-        },
-        Stage::Layer(Box::new(DpConv2d::new(w1, b1, 2, 0)?)),
-        act(),
-        Stage::MaxPool {
-            kernel: 2,
-            stride: 1,
-        },
-        Stage::Flatten,
-        Stage::Layer(Box::new(DpLinear::new(w2, b2)?)),
-        act(),
-        Stage::Layer(Box::new(DpLinear::new(w3, b3)?)),
-    ]))
+    let model = MnistCnn {
+        conv1: nn::conv2d(1, 16, 8, conv(2, 2), vb.pp("conv1"))?,
+        conv2: nn::conv2d(16, 32, 4, conv(2, 0), vb.pp("conv2"))?,
+        fc1: nn::linear(32 * 4 * 4, 32, vb.pp("fc1"))?,
+        fc2: nn::linear(32, 10, vb.pp("fc2"))?,
+        activation,
+    };
+    set_layer(model.conv1.weight(), model.conv1.bias(), &weights[0])?;
+    set_layer(model.conv2.weight(), model.conv2.bias(), &weights[1])?;
+    set_layer(model.fc1.weight(), model.fc1.bias(), &weights[2])?;
+    set_layer(model.fc2.weight(), model.fc2.bias(), &weights[3])?;
+    Ok((model, varmap, taps))
 }
 
 /// The MNIST CNN of [`mnist_cnn`] from the DP layers of [`crate::nn`] (the autograd
@@ -232,42 +263,8 @@ pub fn mnist_cnn_nn(
     activation: Activation,
     weights: &[TorchLayer],
 ) -> Result<nn::ModuleClassifier<MnistCnn>> {
-    if weights.len() != 4 {
-        return Err(Error::invalid_model(
-            "MNIST CNN weights",
-            format!(
-                "the MNIST CNN has 4 parametric layers, got {}",
-                weights.len()
-            ),
-        ));
-    }
-    let (varmap, taps, device) = (VarMap::new(), nn::Taps::new(), Device::Cpu);
-    let vb = nn::DpVarBuilder::from_varmap(&varmap, &taps, &device);
-    let conv = |stride, padding| candle_nn::Conv2dConfig {
-        stride,
-        padding,
-        ..Default::default()
-    };
-    let model = MnistCnn {
-        conv1: nn::conv2d(1, 16, 8, conv(2, 2), vb.pp("conv1"))?,
-        conv2: nn::conv2d(16, 32, 4, conv(2, 0), vb.pp("conv2"))?,
-        fc1: nn::linear(32 * 4 * 4, 32, vb.pp("fc1"))?,
-        fc2: nn::linear(32, 10, vb.pp("fc2"))?,
-        activation,
-    };
-    let layers = [
-        (model.conv1.weight(), model.conv1.bias()),
-        (model.conv2.weight(), model.conv2.bias()),
-        (model.fc1.weight(), model.fc1.bias()),
-        (model.fc2.weight(), model.fc2.bias()),
-    ];
-    for ((weight, bias), torch) in layers.into_iter().zip(weights) {
-        let (w, b) = torch.to_tensors(&device)?;
-        weight.set(&w)?;
-        bias.ok_or_else(|| Error::invalid_model("MNIST CNN", "a layer without bias"))?
-            .set(&b)?;
-    }
-    nn::ModuleClassifier::new(model, &varmap, &taps, &device)
+    let (model, varmap, taps) = mnist_cnn_layers(activation, weights)?;
+    nn::ModuleClassifier::new(model, &varmap, &taps, &Device::Cpu)
 }
 
 /// The GDP paper's Adult model: 123 binary features → Dense(16, ReLU) → Dense(2), 2,018
@@ -285,13 +282,21 @@ fn uniform_tensor(shape: (usize, usize), bound: f64, noise: &mut NoiseSource) ->
 }
 
 /// A Keras-initialised dense layer (Glorot-uniform weights, zero bias), PyTorch layout.
-fn keras_dense(inputs: usize, outputs: usize, noise: &mut NoiseSource) -> Result<DpLinear> {
+fn keras_dense(
+    inputs: usize,
+    outputs: usize,
+    noise: &mut NoiseSource,
+    vb: nn::DpVarBuilder,
+) -> Result<nn::Linear> {
     let bound = (6.0 / (inputs + outputs) as f64).sqrt();
-    let weight = uniform_tensor((outputs, inputs), bound, noise)?;
-    DpLinear::new(
-        weight,
-        Tensor::zeros(outputs, candle_core::DType::F32, &Device::Cpu)?,
-    )
+    let layer = nn::linear(inputs, outputs, vb)?;
+    layer
+        .weight()
+        .set(&uniform_tensor((outputs, inputs), bound, noise)?)?;
+    if let Some(bias) = layer.bias() {
+        bias.set(&bias.as_tensor().zeros_like()?)?;
+    }
+    Ok(layer)
 }
 
 /// The GDP paper's IMDB model (its TF code): Embedding(`num_words`, `dim`) → average
@@ -304,12 +309,17 @@ pub fn imdb_embedding_average(
     hidden: usize,
     noise: &mut NoiseSource,
 ) -> Result<AutogradModel> {
-    let embedding = uniform_tensor((num_words, dim), 0.05, noise)?;
+    let (varmap, taps, device) = (VarMap::new(), nn::Taps::new(), Device::Cpu);
+    let vb = nn::DpVarBuilder::from_varmap(&varmap, &taps, &device);
+    let embedding = nn::embedding(num_words, dim, vb.pp("embedding"))?;
+    embedding
+        .embeddings()
+        .set(&uniform_tensor((num_words, dim), 0.05, noise)?)?;
     Ok(AutogradModel::new(vec![
-        Stage::Layer(Box::new(DpEmbedding::new(embedding)?)),
+        Stage::Layer(Box::new(embedding)),
         Stage::MeanOverTime,
-        Stage::Layer(Box::new(keras_dense(dim, hidden, noise)?)),
+        Stage::Layer(Box::new(keras_dense(dim, hidden, noise, vb.pp("dense1"))?)),
         Stage::Relu,
-        Stage::Layer(Box::new(keras_dense(hidden, 2, noise)?)),
+        Stage::Layer(Box::new(keras_dense(hidden, 2, noise, vb.pp("dense2"))?)),
     ]))
 }

@@ -3,9 +3,10 @@
 
 use candle_core::{Device, Tensor, Var};
 use dp_mechanisms::NoiseSource;
-use dp_models::autograd::{AutogradModel, DpEmbedding, DpLayer, DpLinear, Stage, Tape, TapeEntry};
+use dp_models::autograd::{AutogradModel, DpLayer, Stage, Tape, TapeEntry};
 use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
+use dp_models::nn;
 use dp_models::ClipRule;
 
 fn random(noise: &mut NoiseSource, shape: &[usize], scale: f64) -> Tensor {
@@ -14,6 +15,27 @@ fn random(noise: &mut NoiseSource, shape: &[usize], scale: f64) -> Tensor {
         .map(|_| ((2.0 * noise.uniform() - 1.0) * scale) as f32)
         .collect();
     Tensor::from_vec(v, shape, &Device::Cpu).expect("shape")
+}
+
+/// A fresh DP Linear layer with weight `w` (out, in) and bias `b` (out).
+fn dense(w: Tensor, b: Tensor) -> dp_models::Result<nn::Linear> {
+    let (out, inputs) = w.dims2()?;
+    let vb =
+        nn::DpVarBuilder::from_varmap(&candle_nn::VarMap::new(), &nn::Taps::new(), &Device::Cpu);
+    let layer = nn::linear(inputs, out, vb)?;
+    layer.weight().set(&w)?;
+    layer.bias().expect("a bias").set(&b)?;
+    Ok(layer)
+}
+
+/// A fresh DP embedding with table `w` (V, D).
+fn table(w: Tensor) -> dp_models::Result<nn::Embedding> {
+    let (vocab, dim) = w.dims2()?;
+    let vb =
+        nn::DpVarBuilder::from_varmap(&candle_nn::VarMap::new(), &nn::Taps::new(), &Device::Cpu);
+    let layer = nn::embedding(vocab, dim, vb)?;
+    layer.embeddings().set(&w)?;
+    Ok(layer)
 }
 
 fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
@@ -122,16 +144,14 @@ fn per_example(model: &AutogradModel, x: &Tensor, y: u32) -> Vec<Tensor> {
 
 fn embedding_model(noise: &mut NoiseSource) -> AutogradModel {
     AutogradModel::new(vec![
+        Stage::Layer(Box::new(table(random(noise, &[20, 8], 1.0)).expect("emb"))),
         Stage::Layer(Box::new(
-            DpEmbedding::new(random(noise, &[20, 8], 1.0)).expect("emb"),
-        )),
-        Stage::Layer(Box::new(
-            DpLinear::new(random(noise, &[8, 8], 0.5), random(noise, &[8], 0.5)).expect("lin"),
+            dense(random(noise, &[8, 8], 0.5), random(noise, &[8], 0.5)).expect("lin"),
         )),
         Stage::Tanh,
         Stage::MeanOverTime,
         Stage::Layer(Box::new(
-            DpLinear::new(random(noise, &[10, 8], 0.5), random(noise, &[10], 0.5)).expect("lin"),
+            dense(random(noise, &[10, 8], 0.5), random(noise, &[10], 0.5)).expect("lin"),
         )),
     ])
 }
@@ -204,7 +224,7 @@ fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
     let torch = fused.to_torch()?;
     let linear = |i: usize| -> Result<Box<dyn DpLayer>, Box<dyn std::error::Error>> {
         let (w, b) = torch[i].to_tensors(&Device::Cpu)?;
-        Ok(Box::new(DpLinear::new(w, b)?))
+        Ok(Box::new(dense(w, b)?))
     };
     let model = AutogradModel::new(vec![
         Stage::Layer(linear(0)?),
@@ -248,7 +268,7 @@ fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
 /// A layer whose clipping forgets one of its parameters makes the step fail.
 #[test]
 fn a_parameter_left_out_of_clipping_fails_the_step() -> Result<(), Box<dyn std::error::Error>> {
-    struct ForgetsBias(DpLinear);
+    struct ForgetsBias(nn::Linear);
     impl DpLayer for ForgetsBias {
         fn forward(
             &self,
@@ -276,7 +296,7 @@ fn a_parameter_left_out_of_clipping_fails_the_step() -> Result<(), Box<dyn std::
         }
     }
     let mut noise = NoiseSource::seeded(4);
-    let layer = DpLinear::new(
+    let layer = dense(
         random(&mut noise, &[10, 4], 0.5),
         random(&mut noise, &[10], 0.5),
     )?;

@@ -350,7 +350,8 @@ fn physical_batches_sum_to_the_logical_batch() -> dp_optim::Result<()> {
 #[test]
 fn engine_trains_an_autograd_tier_model() -> dp_optim::Result<()> {
     use candle_core::{Device, Tensor};
-    use dp_models::autograd::{AutogradModel, DpEmbedding, DpLinear, Stage};
+    use dp_models::autograd::{AutogradModel, Stage};
+    use dp_models::nn;
     let mut noise = NoiseSource::seeded(21);
     let n = 2000;
     let mut features = Vec::new();
@@ -374,13 +375,19 @@ fn engine_trains_an_autograd_tier_model() -> dp_optim::Result<()> {
             .collect();
         Tensor::from_vec(v, shape, &Device::Cpu)
     };
+    let (varmap, taps) = (candle_nn::VarMap::new(), nn::Taps::new());
+    let vb = nn::DpVarBuilder::from_varmap(&varmap, &taps, &Device::Cpu);
+    let embedding = nn::embedding(8, 4, vb.pp("embedding"))?;
+    embedding.embeddings().set(&init(&[8, 4], &mut noise)?)?;
+    let linear = nn::linear(4, 2, vb.pp("linear"))?;
+    linear.weight().set(&init(&[2, 4], &mut noise)?)?;
+    if let Some(bias) = linear.bias() {
+        bias.set(&init(&[2], &mut noise)?)?;
+    }
     let model = AutogradModel::new(vec![
-        Stage::Layer(Box::new(DpEmbedding::new(init(&[8, 4], &mut noise)?)?)),
+        Stage::Layer(Box::new(embedding)),
         Stage::MeanOverTime,
-        Stage::Layer(Box::new(DpLinear::new(
-            init(&[2, 4], &mut noise)?,
-            init(&[2], &mut noise)?,
-        )?)),
+        Stage::Layer(Box::new(linear)),
     ]);
     let config = TrainConfig {
         sampler: Sampler::Poisson {

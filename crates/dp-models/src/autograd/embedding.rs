@@ -1,39 +1,22 @@
-//! The embedding layer (a lookup table on token ids).
+//! The DP embedding ([`nn::Embedding`]) as a stage of the sequential tier, on token ids
+//! (B, T).
 
 use candle_core::{DType, Tensor, Var};
 
 use super::layer::DpLayer;
 use super::tape::{tap, Tape, TapeEntry};
 use crate::error::Result;
+use crate::nn;
 
-/// A lookup table (V, D) applied to token ids (B, T) → (B, T, D).
-pub struct DpEmbedding {
-    weight: Var,
-}
-
-impl DpEmbedding {
-    /// From the table (V, D).
-    pub fn new(weight: Tensor) -> Result<Self> {
-        weight.dims2()?;
-        Ok(DpEmbedding {
-            weight: Var::from_tensor(&weight)?,
-        })
-    }
-}
-
-impl DpLayer for DpEmbedding {
+impl DpLayer for nn::Embedding {
     fn forward(&self, ids: &Tensor, tape: Option<(&mut Tape, usize)>) -> Result<Tensor> {
         let (b, t) = ids.dims2()?;
         let flat = ids.flatten_all()?;
         match tape {
-            None => Ok(self
-                .weight
-                .as_tensor()
-                .index_select(&flat, 0)?
-                .reshape((b, t, ()))?),
+            None => Ok(candle_core::Module::forward(self, ids)?),
             Some((tape, layer)) => {
                 let z = self
-                    .weight
+                    .embeddings()
                     .as_tensor()
                     .detach()
                     .index_select(&flat, 0)?
@@ -44,7 +27,7 @@ impl DpLayer for DpEmbedding {
     }
 
     fn vars(&self) -> Vec<Var> {
-        vec![self.weight.clone()]
+        vec![self.embeddings().clone()]
     }
 
     fn takes_token_ids(&self) -> bool {
@@ -72,7 +55,7 @@ impl DpLayer for DpEmbedding {
         let scaled = grad_out
             .broadcast_mul(&factors.reshape((b, 1, 1))?)?
             .reshape((b * t, d))?;
-        let zeros = self.weight.as_tensor().zeros_like()?;
+        let zeros = self.embeddings().as_tensor().zeros_like()?;
         Ok(vec![zeros.index_add(
             &entry.input.flatten_all()?,
             &scaled,
@@ -84,7 +67,7 @@ impl DpLayer for DpEmbedding {
         let (b, _, _) = grad_out.dims3()?;
         let rows = (0..b)
             .map(|i| {
-                let zeros = self.weight.as_tensor().zeros_like()?;
+                let zeros = self.embeddings().as_tensor().zeros_like()?;
                 Ok(zeros.index_add(&entry.input.get(i)?, &grad_out.get(i)?, 0)?)
             })
             .collect::<Result<Vec<_>>>()?;

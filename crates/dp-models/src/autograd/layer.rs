@@ -42,7 +42,15 @@ pub trait DpLayer: Send + Sync {
     }
 }
 
-/// `‖∇W‖² + ‖∇b‖²` per example from materialised (B, …) weight and (B, out) bias grads.
+/// `Σ ‖∇θ‖²` per example over a layer's materialised (B, …) per-sample gradients.
 pub(super) fn materialised_squared_norms(per_sample: &[Tensor]) -> Result<Tensor> {
-    Ok((per_sample[0].sqr()?.flatten_from(1)?.sum(1)? + per_sample[1].sqr()?.sum(1)?)?)
+    let mut total: Option<Tensor> = None;
+    for g in per_sample {
+        let sq = g.sqr()?.flatten_from(1)?.sum(1)?;
+        total = Some(match total {
+            None => sq,
+            Some(t) => (t + sq)?,
+        });
+    }
+    total.ok_or_else(|| Error::invalid_model("layer", "a layer without parameters"))
 }

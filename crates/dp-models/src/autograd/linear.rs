@@ -1,55 +1,28 @@
-//! The fully connected layer.
+//! The DP fully connected layer ([`nn::Linear`]) as a stage of the sequential tier.
 
 use candle_core::{Tensor, Var};
 
 use super::layer::{materialised_squared_norms, DpLayer};
 use super::tape::{tap, Tape, TapeEntry};
 use crate::cpu::{self, Matmul};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::nn;
 
-/// Fully connected layer with bias, on (B, in) or on sequences (B, T, in).
-pub struct DpLinear {
-    weight: Var,
-    bias: Var,
+/// Treats (B, in) as (B, 1, in) so one code path serves both.
+fn as_sequence(t: &Tensor) -> Result<Tensor> {
+    Ok(if t.rank() == 2 {
+        t.unsqueeze(1)?
+    } else {
+        t.clone()
+    })
 }
 
-impl DpLinear {
-    /// From a weight (out, in) and a bias (out).
-    pub fn new(weight: Tensor, bias: Tensor) -> Result<Self> {
-        let (out, _) = weight.dims2()?;
-        if bias.dims1()? != out {
-            return Err(Error::invalid_model(
-                "Linear",
-                "linear bias does not match the weight",
-            ));
-        }
-        Ok(DpLinear {
-            weight: Var::from_tensor(&weight)?,
-            bias: Var::from_tensor(&bias)?,
-        })
-    }
-
-    /// Treats (B, in) as (B, 1, in) so one code path serves both.
-    fn as_sequence(t: &Tensor) -> Result<Tensor> {
-        Ok(if t.rank() == 2 {
-            t.unsqueeze(1)?
-        } else {
-            t.clone()
-        })
-    }
-}
-
-impl DpLayer for DpLinear {
+impl DpLayer for nn::Linear {
     fn forward(&self, x: &Tensor, tape: Option<(&mut Tape, usize)>) -> Result<Tensor> {
         match tape {
-            None => Ok(x
-                .broadcast_matmul(&self.weight.as_tensor().t()?)?
-                .broadcast_add(self.bias.as_tensor())?),
+            None => Ok(candle_core::Module::forward(self, x)?),
             Some((tape, layer)) => {
-                let (w, b) = (
-                    self.weight.as_tensor().detach(),
-                    self.bias.as_tensor().detach(),
-                );
+                let w = self.weight().as_tensor().detach();
                 let z = if x.rank() == 2 && tape.cpu_ops_apply(x) {
                     // Input-gradient-only matmul: no unused weight gradient.
                     x.contiguous()?.apply_op2(
@@ -61,20 +34,29 @@ impl DpLayer for DpLinear {
                 } else {
                     x.broadcast_matmul(&w.t()?)?
                 };
-                tap(z.broadcast_add(&b)?, x.detach(), tape, layer)
+                let z = match self.bias() {
+                    Some(b) => z.broadcast_add(&b.as_tensor().detach())?,
+                    None => z,
+                };
+                tap(z, x.detach(), tape, layer)
             }
         }
     }
 
     fn vars(&self) -> Vec<Var> {
-        vec![self.weight.clone(), self.bias.clone()]
+        std::iter::once(self.weight())
+            .chain(self.bias())
+            .cloned()
+            .collect()
     }
 
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
         if entry.input.rank() == 2 {
-            // Ghost norm (Goodfellow 2015): ‖g‖²·(‖a‖² + 1) for a single token.
+            // Ghost norm (Goodfellow 2015): ‖g‖²·(‖a‖² + 1) for a single token (+ 1: the
+            // bias).
             let g2 = grad_out.sqr()?.sum(1)?;
-            let a2 = (entry.input.sqr()?.sum(1)? + 1.0)?;
+            let bias = if self.bias().is_some() { 1.0 } else { 0.0 };
+            let a2 = (entry.input.sqr()?.sum(1)? + bias)?;
             return Ok((g2 * a2)?);
         }
         materialised_squared_norms(&self.per_sample_grads(entry, grad_out)?)
@@ -86,23 +68,28 @@ impl DpLayer for DpLinear {
         grad_out: &Tensor,
         factors: &Tensor,
     ) -> Result<Vec<Tensor>> {
-        let g = Self::as_sequence(grad_out)?;
-        let a = Self::as_sequence(&entry.input)?;
+        let g = as_sequence(grad_out)?;
+        let a = as_sequence(&entry.input)?;
         let (b, t, out) = g.dims3()?;
         let gc = g
             .broadcast_mul(&factors.reshape((b, 1, 1))?)?
             .reshape((b * t, out))?;
         let a = a.reshape((b * t, ()))?;
-        Ok(vec![gc.t()?.matmul(&a)?, gc.sum(0)?])
+        let weight = gc.t()?.matmul(&a)?;
+        Ok(match self.bias() {
+            Some(_) => vec![weight, gc.sum(0)?],
+            None => vec![weight],
+        })
     }
 
     fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>> {
-        let g = Self::as_sequence(grad_out)?;
-        let a = Self::as_sequence(&entry.input)?;
-        Ok(vec![
-            g.transpose(1, 2)?.contiguous()?.matmul(&a.contiguous()?)?,
-            g.sum(1)?,
-        ])
+        let g = as_sequence(grad_out)?;
+        let a = as_sequence(&entry.input)?;
+        let weight = g.transpose(1, 2)?.contiguous()?.matmul(&a.contiguous()?)?;
+        Ok(match self.bias() {
+            Some(_) => vec![weight, g.sum(1)?],
+            None => vec![weight],
+        })
     }
 
     fn has_input_gradient(&self) -> bool {
@@ -110,7 +97,7 @@ impl DpLayer for DpLinear {
     }
 
     fn input_gradient(&self, _entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
-        let w = self.weight.as_tensor().detach();
+        let w = self.weight().as_tensor().detach();
         if grad_out.rank() == 2 && cpu::applies(grad_out) {
             return Ok(grad_out.contiguous()?.apply_op2_no_bwd(
                 &w,

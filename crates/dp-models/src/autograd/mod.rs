@@ -10,8 +10,11 @@
 //! on any Candle device, CUDA included (with the `cuda` feature).
 //!
 //! * [`Tape`], [`TapeEntry`] — the taps of one forward.
-//! * [`DpLayer`] — the per-sample-gradient protocol, one layer per file: [`DpLinear`],
-//!   [`DpEmbedding`], [`DpConv2d`].
+//! * [`DpLayer`] — the per-sample-gradient protocol of a stage, implemented by the DP
+//!   layers of [`crate::nn`] ([`nn::Linear`](crate::nn::Linear),
+//!   [`nn::Embedding`](crate::nn::Embedding), [`nn::Conv2d`](crate::nn::Conv2d)), one
+//!   file each: the same layers serve any graph (through Candle's backward) and a
+//!   sequential stack here (through the direct CPU backward where every stage has one).
 //! * [`Stage`], [`AutogradModel`] — a sequential model of layers and parameter-free stages;
 //!   [`AutogradModel::private_gradients`] gets each layer's output gradient by the direct
 //!   CPU backward or by Candle's backward through the probes, then clips and sums.
@@ -26,11 +29,8 @@ mod model;
 mod stage;
 mod tape;
 
-pub use conv2d::DpConv2d;
-pub use embedding::DpEmbedding;
 pub use gradients::AutogradGradients;
 pub use layer::DpLayer;
-pub use linear::DpLinear;
 pub use model::{AutogradModel, DEFAULT_CPU_CHUNK};
 pub use stage::Stage;
 pub use tape::{Tape, TapeEntry, DEFAULT_KEPT_ROWS_LIMIT};

@@ -174,12 +174,7 @@ impl Contribution {
     /// The contribution with the examples where `keep` (B,) is 0 zeroed, so that a
     /// non-finite example cannot spread NaN into the sums through a zero factor.
     fn masked(&self, keep: &Tensor) -> Result<Contribution> {
-        let zero_rows = |t: &Tensor| -> Result<Tensor> {
-            let mut dims = vec![1usize; t.rank()];
-            dims[0] = keep.dim(0)?;
-            let mask = keep.reshape(dims)?.broadcast_as(t.shape())?.ne(0.0)?;
-            Ok(mask.where_cond(t, &t.zeros_like()?)?)
-        };
+        let zero_rows = |t: &Tensor| zero_rows(t, keep);
         Ok(match self {
             Contribution::Outer { left, right } => Contribution::Outer {
                 left: match left {
@@ -191,6 +186,15 @@ impl Contribution {
             Contribution::PerSample(t) => Contribution::PerSample(zero_rows(t)?),
         })
     }
+}
+
+/// `t` (B, …) with the rows where `keep` (B,) is 0 set to zero (not multiplied: the rows
+/// may hold NaN).
+fn zero_rows(t: &Tensor, keep: &Tensor) -> Result<Tensor> {
+    let mut dims = vec![1usize; t.rank()];
+    dims[0] = keep.dim(0)?;
+    let mask = keep.reshape(dims)?.broadcast_as(t.shape())?.ne(0.0)?;
+    Ok(mask.where_cond(t, &t.zeros_like()?)?)
 }
 
 /// The per-sample gradients of one parameter of `shape` from all its contributions.
@@ -206,12 +210,25 @@ pub(super) fn per_sample(contributions: &[Contribution], shape: &Shape) -> Resul
     total.ok_or_else(|| Error::invalid_model("DP layer", "a parameter without contributions"))
 }
 
+/// Most floats of materialised per-sample gradients kept between the norm and the
+/// clipped-sum passes (128 MiB); a larger parameter's clipped sum is recomputed.
+const KEPT_PER_SAMPLE_LIMIT: usize = 32 << 20;
+
+/// The squared norms of one parameter's per-sample gradients, and those gradients (B, P)
+/// where they were materialised and are small enough to keep for the clipped sum.
+pub(super) struct Norms {
+    /// `‖∇ᵢ‖²` (B,).
+    pub(super) squared: Tensor,
+    /// The materialised per-sample gradients, flattened to (B, P).
+    pub(super) kept: Option<Tensor>,
+}
+
 /// `‖∇ᵢ‖²` (B,) of one parameter of `shape`, by ghost norms or materialisation.
 pub(super) fn squared_norms(
     contributions: &[Contribution],
     shape: &Shape,
     method: NormMethod,
-) -> Result<Tensor> {
+) -> Result<Norms> {
     let outers: Option<Vec<(&Left, &Tensor)>> = contributions
         .iter()
         .map(|c| match c {
@@ -225,11 +242,16 @@ pub(super) fn squared_norms(
         (Some(o), NormMethod::Auto) => ghost_is_cheaper(o)?,
     };
     match outers {
-        Some(o) if ghost => ghost_norms(&o),
-        _ => Ok(per_sample(contributions, shape)?
-            .sqr()?
-            .flatten_from(1)?
-            .sum(1)?),
+        Some(o) if ghost => Ok(Norms {
+            squared: ghost_norms(&o)?,
+            kept: None,
+        }),
+        _ => {
+            let grads = per_sample(contributions, shape)?.flatten_from(1)?;
+            let squared = grads.sqr()?.sum(1)?;
+            let kept = (grads.elem_count() <= KEPT_PER_SAMPLE_LIMIT).then_some(grads);
+            Ok(Norms { squared, kept })
+        }
     }
 }
 
@@ -263,14 +285,24 @@ fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
     total.ok_or_else(|| Error::invalid_model("DP layer", "a parameter without contributions"))
 }
 
-/// `Σᵢ cᵢ ∇ᵢ` of one parameter from all its contributions, with the examples where
-/// `keep` is 0 removed first.
+/// `Σᵢ cᵢ ∇ᵢ` of one parameter from its kept per-sample gradients (B, P) — one
+/// weighted row sum — or else from all its contributions; the examples where `keep` is 0
+/// are removed first.
 pub(super) fn clipped_sum(
     contributions: &[Contribution],
+    kept: Option<&Tensor>,
     factors: &Tensor,
     keep: Option<&Tensor>,
     shape: &Shape,
 ) -> Result<Tensor> {
+    if let Some(grads) = kept {
+        let grads = match keep {
+            Some(keep) => zero_rows(grads, keep)?,
+            None => grads.clone(),
+        };
+        let b = factors.dim(0)?;
+        return Ok(factors.reshape((1, b))?.matmul(&grads)?.reshape(shape)?);
+    }
     let mut total: Option<Tensor> = None;
     for c in contributions {
         let s = match keep {

@@ -65,6 +65,11 @@ impl Conv2d {
         self.bias.as_ref()
     }
 
+    /// Stride, padding (dilation and groups are 1).
+    pub fn config(&self) -> &Conv2dConfig {
+        &self.config
+    }
+
     fn apply(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let c = &self.config;
         let y = x.conv2d(w, c.padding, c.stride, 1, 1)?;

@@ -44,9 +44,12 @@ impl Taps {
         let batch = traced.losses.dim(0)?;
         let device = traced.losses.device().clone();
         let mut by_owner: BTreeMap<&str, Tensor> = BTreeMap::new();
+        let mut kept = Vec::with_capacity(traced.params.len());
         for (param, contributions) in traced.params.iter().zip(&traced.contributions) {
             let shape = param.var.as_tensor().shape();
-            let sq = contribution::squared_norms(contributions, shape, method)?;
+            let norms = contribution::squared_norms(contributions, shape, method)?;
+            kept.push(norms.kept);
+            let sq = norms.squared;
             let entry = by_owner.entry(param.owner.as_str());
             match entry {
                 std::collections::btree_map::Entry::Vacant(v) => {
@@ -84,10 +87,18 @@ impl Taps {
             factors_by_owner.insert(*owner, Tensor::from_vec(factors, batch, &device)?);
         }
         let mut clipped_sums = Vec::with_capacity(traced.params.len());
-        for (param, contributions) in traced.params.iter().zip(&traced.contributions) {
+        for ((param, contributions), kept) in
+            traced.params.iter().zip(&traced.contributions).zip(&kept)
+        {
             let factors = &factors_by_owner[param.owner.as_str()];
             let shape = param.var.as_tensor().shape();
-            let sum = contribution::clipped_sum(contributions, factors, keep.as_ref(), shape)?;
+            let sum = contribution::clipped_sum(
+                contributions,
+                kept.as_ref(),
+                factors,
+                keep.as_ref(),
+                shape,
+            )?;
             clipped_sums.push((param.name.clone(), sum));
         }
         Ok(PrivateGradients {
@@ -149,8 +160,8 @@ impl Taps {
             .iter()
             .zip(&traced.contributions)
             .map(|(p, c)| {
-                let sq = contribution::squared_norms(c, p.var.as_tensor().shape(), method)?;
-                Ok((p.name.clone(), sq))
+                let norms = contribution::squared_norms(c, p.var.as_tensor().shape(), method)?;
+                Ok((p.name.clone(), norms.squared))
             })
             .collect()
     }
@@ -179,7 +190,7 @@ impl Taps {
         check_no_leak(&params, &grads)?;
         let mut contributions: Vec<Vec<Contribution>> = vec![Vec::new(); params.len()];
         for record in records {
-            let Some(grad) = grads.get(record.probe.as_tensor()) else {
+            let Some(grad) = record.probe.gradient(&grads) else {
                 continue; // the layer's output does not reach the loss: no gradient.
             };
             if grad.rank() == 0 || grad.dim(0)? != batch {
@@ -192,7 +203,7 @@ impl Taps {
                     ),
                 ));
             }
-            for (var, c) in (record.resolve)(grad)? {
+            for (var, c) in (record.resolve)(&grad)? {
                 let id = var.as_tensor().id();
                 let slot = params
                     .iter()

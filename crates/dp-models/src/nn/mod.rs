@@ -51,6 +51,7 @@ mod linear;
 pub mod loss;
 pub mod ops;
 mod private_net;
+mod probe;
 mod rms_norm;
 mod scale_shift;
 mod taps;

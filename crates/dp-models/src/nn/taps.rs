@@ -1,12 +1,13 @@
 //! The taps of a private network: the parameters its DP layers registered and, during a
-//! private forward, one record per layer use — a zero probe `Var` added to the layer's
+//! private forward, one record per layer use — a probe on the layer's
 //! output, and how the layer turns that output's gradient into per-sample gradients.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use candle_core::{DType, Tensor, Var};
+use candle_core::{Tensor, Var};
 
 use super::contribution::Contribution;
+use super::probe::Probe;
 use crate::error::{Error, Result};
 
 /// How one use of a layer turns the gradient of the summed per-example loss with respect
@@ -27,7 +28,7 @@ pub struct Param {
 
 /// One use of a layer in a private forward.
 pub(super) struct Record {
-    pub(super) probe: Var,
+    pub(super) probe: Probe,
     pub(super) resolve: Resolve,
 }
 
@@ -121,8 +122,7 @@ impl Taps {
         let Some(records) = state.recording.as_mut() else {
             return Ok(output);
         };
-        let probe = Var::zeros(output.shape(), DType::F32, output.device())?;
-        let output = (output + probe.as_tensor())?;
+        let (output, probe) = Probe::attach(output)?;
         records.push(Record {
             probe,
             resolve: Box::new(resolve),
