@@ -333,7 +333,8 @@ fn dp_sgd(
     let mut measure = || match tier {
         "fused" => time_steps(&mut fused, model, batch, steps, tier, json, &mut noise),
         "autograd" => {
-            let mut auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
+            let mut auto =
+                mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?.without_fused();
             time_steps(&mut auto, model, batch, steps, tier, json, &mut noise)
         }
         "nn" => {

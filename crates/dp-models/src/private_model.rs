@@ -223,9 +223,12 @@ impl Classifier for AutogradModel {
         &self,
         x: &Tensor,
         labels: &[u32],
-        _classes: usize,
+        classes: usize,
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
+        if let Some(out) = self.fused_gradient(x, labels, classes, rule)? {
+            return Ok(out);
+        }
         let out = self.private_gradients(x, labels, rule)?;
         let mut sum = Vec::with_capacity(self.num_params());
         for t in &out.clipped_sums {

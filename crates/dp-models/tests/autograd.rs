@@ -455,5 +455,46 @@ fn bad_labels_are_errors_on_both_tiers() -> Result<(), Box<dyn std::error::Error
             .clipped_cross_entropy_gradient(&x, &labels, 10, rule)
             .is_err());
     }
+    let stages = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?.without_fused();
+    assert!(stages
+        .clipped_cross_entropy_gradient(&x, &[0, 10, 1], 10, rule)
+        .is_err());
+    Ok(())
+}
+
+/// A sequential model of DP layers that the fused tier covers runs fused on the CPU,
+/// chosen at construction, and gives the stage path's clipped gradient in stage order —
+/// also after its weights change under it; one it does not cover keeps the stage path.
+#[test]
+fn the_fused_tier_is_chosen_where_it_covers_the_model() -> Result<(), Box<dyn std::error::Error>> {
+    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
+    use dp_models::{Classifier, PrivateModel};
+    let mut noise = NoiseSource::seeded(36);
+    let torch = FusedModel::new(mnist_cnn(Activation::Relu)?, &mut noise)?.to_torch()?;
+    let mut auto = mnist_cnn_autograd(Activation::Relu, &torch)?;
+    let mut stages = mnist_cnn_autograd(Activation::Relu, &torch)?.without_fused();
+    assert!(auto.runs_fused() && !stages.runs_fused());
+    assert!(!embedding_model(&mut noise).runs_fused());
+    let x = random(&mut noise, &[7, 784], 1.0).affine(0.5, 0.5)?;
+    let labels = [0, 1, 2, 3, 4, 5, 9];
+    for round in 0..2 {
+        for rule in [
+            ClipRule::Flat { max_norm: 0.5 },
+            ClipRule::PerLayer { max_norm: 0.5 },
+        ] {
+            let f = auto.clipped_cross_entropy_gradient(&x, &labels, 10, rule)?;
+            let s = stages.clipped_cross_entropy_gradient(&x, &labels, 10, rule)?;
+            let (f, s) = (
+                Tensor::new(f.sum.as_slice(), &Device::Cpu)?,
+                Tensor::new(s.sum.as_slice(), &Device::Cpu)?,
+            );
+            let err = relative_error(&f, &s);
+            assert!(err < 1e-5, "round {round} {rule:?}: {err}");
+        }
+        // New weights through the engine's seam: the fused θ follows them.
+        let theta: Vec<f32> = auto.parameters()?.iter().map(|v| v * 0.5 + 0.01).collect();
+        auto.set_parameters(&theta)?;
+        stages.set_parameters(&theta)?;
+    }
     Ok(())
 }

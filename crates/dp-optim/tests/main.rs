@@ -266,7 +266,8 @@ fn mnist_one_epoch_smoke() -> dp_optim::Result<()> {
 fn mnist_one_epoch_smoke_on_the_autograd_tier() -> dp_optim::Result<()> {
     let mut noise = NoiseSource::seeded(1);
     let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
-    let model = dp_models::models::mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
+    let model = dp_models::models::mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?
+        .without_fused();
     one_mnist_epoch(model, noise, "autograd")
 }
 

@@ -12,6 +12,7 @@ use super::layer::{materialised_squared_norms, DpLayer};
 use super::tape::{tap, Tape, TapeEntry};
 use crate::cpu::{self, Conv, ConvClippedSum, ConvPerSampleRows, Unfold, WeightedRowSum};
 use crate::error::{Error, Result};
+use crate::fused::LayerSpec;
 use crate::nn;
 
 /// The im2col geometry of `conv` on an input of shape (B, Cin, H, W).
@@ -194,6 +195,17 @@ impl DpLayer for nn::Conv2d {
         Ok(match self.bias() {
             Some(_) => vec![weight, g.sum(2)?],
             None => vec![weight],
+        })
+    }
+
+    fn fused_layer(&self) -> Option<LayerSpec> {
+        self.bias()?;
+        let (cout, _, kernel, _) = self.weight().as_tensor().dims4().ok()?;
+        Some(LayerSpec::Conv2d {
+            out_channels: cout,
+            kernel,
+            stride: self.config().stride,
+            padding: self.config().padding,
         })
     }
 

@@ -4,6 +4,7 @@ use candle_core::{Tensor, Var};
 
 use super::tape::{Tape, TapeEntry};
 use crate::error::{Error, Result};
+use crate::fused::LayerSpec;
 
 /// The per-sample-gradient protocol every DP layer implements.
 pub trait DpLayer: Send + Sync {
@@ -34,6 +35,11 @@ pub trait DpLayer: Send + Sync {
             "layer",
             "this layer has no direct input gradient",
         ))
+    }
+    /// The layer in the fused tier's vocabulary, where it has a fused equivalent (a
+    /// Linear or Conv2d with bias): a model of such layers then runs fused on the CPU.
+    fn fused_layer(&self) -> Option<LayerSpec> {
+        None
     }
     /// Whether the layer reads integer token ids (datasets store them as floats; the model
     /// converts).

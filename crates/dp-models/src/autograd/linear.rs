@@ -6,6 +6,7 @@ use super::layer::{materialised_squared_norms, DpLayer};
 use super::tape::{tap, Tape, TapeEntry};
 use crate::cpu::{self, Matmul};
 use crate::error::Result;
+use crate::fused::LayerSpec;
 use crate::nn;
 
 /// Treats (B, in) as (B, 1, in) so one code path serves both.
@@ -89,6 +90,13 @@ impl DpLayer for nn::Linear {
         Ok(match self.bias() {
             Some(_) => vec![weight, g.sum(1)?],
             None => vec![weight],
+        })
+    }
+
+    fn fused_layer(&self) -> Option<LayerSpec> {
+        self.bias()?;
+        Some(LayerSpec::Linear {
+            out_features: self.weight().as_tensor().dim(0).ok()?,
         })
     }
 

@@ -22,6 +22,7 @@
 mod backward;
 mod conv2d;
 mod embedding;
+mod fused;
 mod gradients;
 mod layer;
 mod linear;

@@ -2,11 +2,13 @@
 
 use candle_core::{DType, Tensor, Var};
 
+use super::fused::fused_network;
 use super::layer::DpLayer;
 use super::stage::{max_pool, Stage};
 use super::tape::{Tape, DEFAULT_KEPT_ROWS_LIMIT};
 use crate::cpu::{self, MaxPool, Tanh};
 use crate::error::{Error, Result};
+use crate::fused::FusedModel;
 
 /// A sequential model on the autograd tier.
 pub struct AutogradModel {
@@ -15,6 +17,8 @@ pub struct AutogradModel {
     pub(super) cpu_chunk: usize,
     pub(super) direct: bool,
     pub(super) rows_limit: usize,
+    /// The same network on the fused tier, where it covers every stage.
+    pub(super) fused: Option<FusedModel>,
 }
 
 /// Default most samples per private backward with the CPU ops: past ~256 MNIST-CNN
@@ -26,6 +30,7 @@ impl AutogradModel {
     /// From its stages.
     pub fn new(stages: Vec<Stage>) -> Self {
         AutogradModel {
+            fused: fused_network(&stages),
             stages,
             portable: false,
             cpu_chunk: DEFAULT_CPU_CHUNK,
@@ -49,6 +54,7 @@ impl AutogradModel {
     /// reference the custom ops are tested against.
     pub fn with_portable_ops(mut self) -> Self {
         self.portable = true;
+        self.fused = None;
         self
     }
 
@@ -64,7 +70,21 @@ impl AutogradModel {
     /// reference the direct backward is tested against).
     pub fn with_candle_backward(mut self) -> Self {
         self.direct = false;
+        self.fused = None;
         self
+    }
+
+    /// The stage path even where the fused tier covers the network (the reference the
+    /// fused path is tested against, and the tier `cargo xtask bench --tier autograd`
+    /// measures).
+    pub fn without_fused(mut self) -> Self {
+        self.fused = None;
+        self
+    }
+
+    /// Whether private gradients on the CPU run on the fused tier.
+    pub fn runs_fused(&self) -> bool {
+        self.fused.is_some()
     }
 
     pub(super) fn cpu_ops_apply(&self, t: &Tensor) -> bool {
