@@ -329,3 +329,39 @@ fn rdp_accounts_sampled_zcdp_by_the_general_bound() -> Result<()> {
     assert!(got > gaussian * 1.1, "{got} vs Gaussian {gaussian}");
     Ok(())
 }
+
+/// The PLD accountant composes a run incrementally (one PLD per distinct event, pending
+/// counts self-composed when ε is asked): step by step, asked every step (as a budget
+/// filter does) or only at the end, it gives the ε of the same run composed as one
+/// `SelfComposed` event, within the discretisation's slack — and the same ε whichever
+/// way the events interleave.
+#[test]
+fn pld_incremental_composition_matches_one_self_composition() -> Result<()> {
+    let step = DpEvent::poisson_sampled(0.01, DpEvent::gaussian(1.1));
+    let extra = DpEvent::gaussian(20.0);
+    let steps = 300;
+    let mut whole = PldConfig::default().build()?;
+    whole.compose(&step, steps)?;
+    whole.compose(&extra, 2)?;
+    let reference = whole.epsilon(1e-5)?;
+    let (mut lazy, mut eager) = (PldConfig::default().build()?, PldConfig::default().build()?);
+    for i in 0..steps {
+        lazy.compose(&step, 1)?;
+        eager.compose(&step, 1)?;
+        if i == 100 || i == 200 {
+            lazy.compose(&extra, 1)?;
+            eager.compose(&extra, 1)?;
+        }
+        let asked = eager.epsilon(1e-5)?;
+        assert!(asked.is_finite() && asked <= reference * (1.0 + 1e-6));
+    }
+    for (name, acc) in [("asked at the end", &lazy), ("asked every step", &eager)] {
+        let epsilon = acc.epsilon(1e-5)?;
+        assert!(
+            (epsilon - reference).abs() <= 1e-6 * reference,
+            "{name}: {epsilon} vs {reference}"
+        );
+        assert_eq!(acc.ledger().to_event(), lazy.ledger().to_event());
+    }
+    Ok(())
+}
