@@ -16,6 +16,7 @@ mod accounting;
 mod config;
 mod dpd;
 pub mod gdp;
+mod jobs;
 #[cfg(test)]
 mod page_numbers;
 mod plot;
@@ -72,6 +73,11 @@ pub struct ReproduceArgs {
     /// `--cached-only`) once all have finished, for the complete table.
     #[arg(long = "run", value_name = "LABEL", requires = "only")]
     pub runs: Vec<String>,
+    /// Worker processes training runs in parallel, one training thread each (default: the
+    /// number of cores); the tables are then assembled from the run cache, identical to
+    /// `--jobs 1`. With 1, runs train in this process, table by table, on all cores.
+    #[arg(long)]
+    pub jobs: Option<usize>,
     /// Run nothing: write the one-page summary of the tables in `--out` to this file
     /// (links relative to it) and exit.
     #[arg(long)]
@@ -139,6 +145,15 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         }
     };
     let started = Instant::now();
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    if jobs > 1 && !args.cached_only {
+        jobs::train_in_parallel(&selected, &args, jobs)?;
+    }
     let mut summary = Vec::new();
     for id in selected {
         let paper_started = Instant::now();

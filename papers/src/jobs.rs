@@ -1,0 +1,179 @@
+//! `--jobs N`: the runs of every selected table spread over N worker processes.
+//!
+//! Each unit of work is one run label of one table (all its seeds), trained by a worker
+//! that re-invokes this executable as `reproduce <paper> --only <table> --run <label>
+//! --jobs 1` with one training thread, so that N workers fill N cores. Workers write the
+//! run cache; the caller then assembles every table from it in one ordinary pass, so the
+//! tables are those of `--jobs 1` (each run is bit-reproducible from its seed, and a
+//! cached result is read back bit for bit). Units whose runs another unit already trains
+//! (the same training in two tables has one run key) are not scheduled twice. Longest
+//! first, by a cost estimate from the run's settings. A worker's output goes to
+//! `<out>/<paper>/logs/<table>.<label>.log`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::config::{Algorithm, RunConfig, TrainingTable};
+use crate::table::{load_paper, Experiment};
+use crate::training::run_key;
+use crate::{Profile, ReproduceArgs};
+
+/// One run label of one table: what one worker trains.
+struct Unit {
+    paper: String,
+    table: String,
+    label: String,
+    /// Relative cost, for longest-first order.
+    estimate: u64,
+}
+
+/// The relative cost of a training run: epochs, times three for SA-DPSGD (its iteration
+/// cap counts rejected steps too).
+fn training_estimate(table: &TrainingTable, run: &RunConfig, profile: Profile) -> u64 {
+    let epochs = match profile {
+        Profile::Smoke => table.smoke.epochs,
+        Profile::Full => run.epochs,
+    };
+    let annealed = run.algorithm.unwrap_or(table.algorithm) == Algorithm::SaDpsgd;
+    u64::from(epochs) * if annealed { 3 } else { 1 }
+}
+
+/// Every unit of the selected papers and tables, deduplicated by run key, longest first.
+fn units(papers: &[&str], args: &ReproduceArgs) -> Result<Vec<Unit>> {
+    let mut units = Vec::new();
+    let mut scheduled: BTreeSet<String> = BTreeSet::new();
+    for &paper in papers {
+        let (tables, _) = load_paper(paper)?;
+        let selected = tables
+            .iter()
+            .filter(|t| args.only.as_ref().is_none_or(|o| &t.heading.id == o));
+        for table in selected {
+            let unit = |label: &str, estimate| Unit {
+                paper: paper.to_string(),
+                table: table.heading.id.clone(),
+                label: label.to_string(),
+                estimate,
+            };
+            match &table.experiment {
+                Experiment::Training(t) => {
+                    for run in t.runs.iter().filter(|r| args.may_train(&r.label)) {
+                        let keys = (1..=args.seeds)
+                            .map(|seed| run_key(t, run, args.profile, seed))
+                            .collect::<Result<Vec<_>>>()?;
+                        let new = keys.iter().any(|k| !scheduled.contains(k));
+                        scheduled.extend(keys);
+                        if new {
+                            units.push(unit(&run.label, training_estimate(t, run, args.profile)));
+                        }
+                    }
+                }
+                // Wide's runs share a corpus load and are few: one unit each, first (their
+                // cost is not estimated from settings).
+                Experiment::Wide(w) => units.extend(
+                    w.runs
+                        .iter()
+                        .filter(|r| args.may_train(&r.label))
+                        .map(|r| unit(&r.label, u64::MAX)),
+                ),
+                Experiment::Accounting { .. } | Experiment::DpdAccounting(_) => {}
+            }
+        }
+    }
+    units.sort_by_key(|u| std::cmp::Reverse(u.estimate));
+    Ok(units)
+}
+
+/// A file name from a run label: letters, digits, `-` and `.` kept, the rest `_`.
+fn file_part(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Starts the worker process of `unit`.
+fn spawn(unit: &Unit, args: &ReproduceArgs) -> Result<(Child, PathBuf)> {
+    let logs = args.out.join(&unit.paper).join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let log_path = logs.join(format!("{}.{}.log", unit.table, file_part(&unit.label)));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let profile = match args.profile {
+        Profile::Smoke => "smoke",
+        Profile::Full => "full",
+    };
+    let exe = std::env::current_exe().context("finding this executable to start workers")?;
+    let child = Command::new(exe)
+        .args([
+            "reproduce",
+            &unit.paper,
+            "--only",
+            &unit.table,
+            "--run",
+            &unit.label,
+        ])
+        .args(["--profile", profile, "--jobs", "1"])
+        .arg("--seeds")
+        .arg(args.seeds.to_string())
+        .arg("--out")
+        .arg(&args.out)
+        .env("RAYON_NUM_THREADS", "1")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting the worker for {} {}", unit.table, unit.label))?;
+    Ok((child, log_path))
+}
+
+/// Trains every run of the selected tables on `jobs` workers; returns once all have
+/// finished, or an error naming every unit that failed and its log.
+pub fn train_in_parallel(papers: &[&str], args: &ReproduceArgs, jobs: usize) -> Result<()> {
+    let mut queue = units(papers, args)?;
+    queue.reverse(); // pop() takes the longest first
+    let total = queue.len();
+    println!("Training {total} run(s) on {jobs} worker(s)");
+    let (mut running, mut failed, mut done) = (Vec::new(), Vec::new(), 0);
+    while !queue.is_empty() || !running.is_empty() {
+        while running.len() < jobs {
+            let Some(unit) = queue.pop() else { break };
+            let (child, log) = spawn(&unit, args)?;
+            running.push((unit, child, log, Instant::now()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let mut i = 0;
+        while i < running.len() {
+            let Some(status) = running[i].1.try_wait()? else {
+                i += 1;
+                continue;
+            };
+            let (unit, _, log, started) = running.swap_remove(i);
+            done += 1;
+            let wall = started.elapsed().as_secs_f64();
+            let what = format!("{}/{} {}", unit.paper, unit.table, unit.label);
+            if status.success() {
+                println!("  [{done}/{total}] {what} — {wall:.0} s");
+            } else {
+                println!(
+                    "  [{done}/{total}] {what} FAILED ({status}); see {}",
+                    log.display()
+                );
+                failed.push(format!("{what} (log {})", log.display()));
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!("{} run(s) failed: {}", failed.len(), failed.join("; "));
+    }
+    Ok(())
+}
