@@ -21,6 +21,7 @@ mod jobs;
 mod page_numbers;
 mod plot;
 mod report;
+mod shows;
 mod summary;
 mod table;
 mod training;
@@ -151,21 +152,33 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
     if jobs == 0 {
         bail!("--jobs must be at least 1");
     }
-    if jobs > 1 && !args.cached_only {
+    let parallel_wall = if jobs > 1 && !args.cached_only {
         jobs::train_in_parallel(&selected, &args, jobs)?;
-    }
+        Some(started.elapsed().as_secs_f64())
+    } else {
+        None
+    };
     let mut summary = Vec::new();
-    for id in selected {
+    for &id in &selected {
         let paper_started = Instant::now();
-        let counts = run_paper(id, &args)?;
-        summary.push((id, counts, paper_started.elapsed().as_secs_f64()));
+        let outcome = run_paper(id, &args)?;
+        summary.push((id, outcome, paper_started.elapsed().as_secs_f64()));
     }
     println!(
         "\nSummary ({:?} profile, {} seed(s)):",
         args.profile, args.seeds
     );
-    for (id, counts, wall) in &summary {
-        let text: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    if let Some(wall) = parallel_wall {
+        println!(
+            "  training on {jobs} workers — {wall:.0} s (the papers' walls below are assembly)"
+        );
+    }
+    for (id, outcome, wall) in &summary {
+        let text: Vec<String> = outcome
+            .counts
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
         println!(
             "  {id:<9} {} — {wall:.0} s",
             if text.is_empty() {
@@ -173,6 +186,15 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
             } else {
                 text.join(", ")
             }
+        );
+        for line in &outcome.shows {
+            println!("            {line}");
+        }
+    }
+    if args.profile == Profile::Smoke {
+        println!(
+            "  (smoke: subsets and few epochs, a check of the pipeline, not the papers' numbers; \
+             the full-profile results are in docs/REPRODUCTION.md)"
         );
     }
     println!("  total wall {:.0} s", started.elapsed().as_secs_f64());
@@ -221,8 +243,9 @@ fn utc_now() -> String {
 }
 
 /// Runs a paper's tables; returns its comparison counts by status.
-fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usize)>> {
+fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<PaperOutcome> {
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut shows = Vec::new();
     let (tables, published) = load_paper(paper)?;
     if let Some(only) = &args.only {
         let Some(table) = tables.iter().find(|t| &t.heading.id == only) else {
@@ -306,13 +329,26 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<Vec<(&'static str, usi
         )?;
         training::write_atomically(&stem.with_extension("md"), report.markdown().as_bytes())?;
         print_comparison(&report);
+        shows.extend(shows::what_it_shows(&report));
         for (status, n) in report.status_counts() {
             *counts.entry(status).or_default() += n;
         }
     }
     write_index(&out, &published, &tables)?;
     println!("\nWrote {}", out.display());
-    Ok(counts.into_iter().collect())
+    Ok(PaperOutcome {
+        counts: counts.into_iter().collect(),
+        shows,
+    })
+}
+
+/// What one paper's reproduction compared and what its runs reached.
+#[derive(Debug)]
+struct PaperOutcome {
+    /// Comparison counts by status.
+    counts: Vec<(&'static str, usize)>,
+    /// One line per training table on what its runs reached.
+    shows: Vec<String>,
 }
 
 fn print_comparison(report: &TableReport) {

@@ -1,0 +1,97 @@
+//! What a table's runs show at a glance, for the reproduction's closing summary: the best
+//! final metric of the private and of the non-private runs (a smoke run that learned is
+//! told apart from a broken install at once), or for Wide the final test losses.
+
+use serde_json::Value;
+
+use crate::report::TableReport;
+
+/// One line on what `report`'s runs reached, if it trained anything.
+pub fn what_it_shows(report: &TableReport) -> Option<String> {
+    summarise(&report.table, &report.columns, &report.rows, &report.data)
+}
+
+/// [`what_it_shows`] from a table's id, main columns and rows, and raw data.
+fn summarise(
+    table: &str,
+    columns: &[String],
+    rows: &[Vec<String>],
+    data: &Value,
+) -> Option<String> {
+    if let Some(line) = wide_losses(table, columns, rows) {
+        return Some(line);
+    }
+    let runs = data.as_array()?;
+    let metric = columns
+        .iter()
+        .find(|c| c.starts_with("test "))?
+        .trim_start_matches("test ");
+    let (mut private, mut plain): (Option<f64>, Option<f64>) = (None, None);
+    for run in runs {
+        let Some(last) = run["epochs"].as_array().and_then(|e| e.last()) else {
+            continue;
+        };
+        let Some(value) = last["metric"].as_f64() else {
+            continue;
+        };
+        // DPD's runs carry their noise as `noise_multiplier` only.
+        let slot = if run["sigma"].is_null() && run["noise_multiplier"].is_null() {
+            &mut plain
+        } else {
+            &mut private
+        };
+        let lower_is_better = metric.contains("RMSE") || metric.contains("loss");
+        *slot = Some(match *slot {
+            Some(best) if lower_is_better => best.min(value),
+            Some(best) => best.max(value),
+            None => value,
+        });
+    }
+    let part = |what: &str, v: Option<f64>| v.map(|v| format!("{what} {v:.2}"));
+    let parts: Vec<String> = [part("best private", private), part("non-private", plain)]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!parts.is_empty()).then(|| format!("{table}: {metric} {}", parts.join(", ")))
+}
+
+/// Wide: each method's final test loss, from the main table.
+fn wide_losses(table: &str, columns: &[String], rows: &[Vec<String>]) -> Option<String> {
+    let column = columns.iter().position(|c| c == "final test loss")?;
+    let losses: Vec<String> = rows
+        .iter()
+        .filter_map(|row| Some(format!("{} {}", row.first()?, row.get(column)?)))
+        .collect();
+    (!losses.is_empty()).then(|| format!("{table}: final test loss {}", losses.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shows(columns: &[&str], data: Value) -> Option<String> {
+        let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        summarise("t", &columns, &[], &data)
+    }
+
+    #[test]
+    fn best_private_and_non_private_final_metrics() {
+        let run = |sigma: Value, metrics: &[f64]| {
+            serde_json::json!({"sigma": sigma,
+                "epochs": metrics.iter().map(|m| serde_json::json!({"metric": m})).collect::<Vec<_>>()})
+        };
+        let data = Value::Array(vec![
+            run(Value::from(1.1), &[50.0, 91.5]),
+            run(Value::from(0.7), &[60.0, 88.0]),
+            serde_json::json!({"sigma": null, "noise_multiplier": 47.5,
+                "epochs": [{"metric": 92.0}]}),
+            run(Value::Null, &[90.0, 97.25]),
+        ]);
+        let line = shows(&["run", "test accuracy (%)"], data);
+        assert_eq!(
+            line.as_deref(),
+            Some("t: accuracy (%) best private 92.00, non-private 97.25")
+        );
+        assert_eq!(shows(&["run"], Value::Array(vec![])), None);
+    }
+}
