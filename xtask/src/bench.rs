@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use dp_accounting::{Accountant, Conversion, DpEvent, OrderGrid, PldConfig, RdpConfig};
 
+mod peak;
 mod transformer;
 
 #[derive(Debug, Subcommand)]
@@ -330,6 +331,7 @@ fn dp_sgd(
     anyhow::ensure!(batch > 0, "--batch-size must be > 0");
     let mut noise = NoiseSource::seeded(0);
     let mut fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    let flops = fused.spec().flops_per_sample();
     let mut measure = || match tier {
         "fused" => time_steps(&mut fused, model, batch, steps, tier, json, &mut noise),
         "autograd" => {
@@ -344,6 +346,7 @@ fn dp_sgd(
         other => anyhow::bail!("--tier must be fused, autograd or nn, not {other}"),
     };
     let before = measure()?;
+    report_flops(before.0, flops)?;
     if !compare_opacus {
         return Ok(());
     }
@@ -372,6 +375,21 @@ fn dp_sgd(
             ours / plain
         );
     }
+    Ok(())
+}
+
+/// Achieved GFLOP/s of the private step (the network's forward and DP backward per
+/// sample, `Flops`) against the machine's practical peak (a large GEMM, `peak.rs`).
+fn report_flops(samples_per_s: f64, flops: dp_models::fused::Flops) -> Result<()> {
+    let achieved = samples_per_s * flops.total() as f64 / 1e9;
+    let peak = peak::gemm_gflops(2048)?;
+    println!(
+        "arithmetic: {:.2} MFLOP/sample (forward {:.2}, DP backward {:.2}); private step {achieved:.1} GFLOP/s = {:.0}% of the GEMM peak {peak:.1} GFLOP/s (2048³ f32 matmul, same threads)",
+        flops.total() as f64 / 1e6,
+        flops.forward as f64 / 1e6,
+        flops.backward as f64 / 1e6,
+        100.0 * achieved / peak
+    );
     Ok(())
 }
 

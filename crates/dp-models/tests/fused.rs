@@ -372,3 +372,19 @@ fn mismatched_backward_is_an_error() -> Result<(), Box<dyn std::error::Error>> {
     assert!(model.backward(&right, ClipRule::None).is_ok());
     Ok(())
 }
+
+/// The MNIST CNN's arithmetic per sample, counted by hand: multiply-adds conv1 13·13·16·64
+/// = 173,056, conv2 5·5·32·256 = 204,800, fc1 512·32 = 16,384, fc2 32·10 = 320; the
+/// backward adds the weight gradients of all four, the input gradients of all but the
+/// first, and 4·P for the norm and clipped sum (P = 26,010).
+#[test]
+fn mnist_cnn_flops_per_sample() -> dp_models::Result<()> {
+    use dp_models::models::{mnist_cnn, Activation};
+    let flops = mnist_cnn(Activation::Tanh)?.flops_per_sample();
+    let macs = [173_056u64, 204_800, 16_384, 320];
+    let forward: u64 = macs.iter().map(|m| 2 * m).sum();
+    let inputs: u64 = macs[1..].iter().map(|m| 2 * m).sum();
+    assert_eq!(flops.forward, forward);
+    assert_eq!(flops.backward, forward + inputs + 4 * 26_010);
+    Ok(())
+}

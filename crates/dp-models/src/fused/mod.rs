@@ -7,11 +7,13 @@
 //! pass, so no per-sample gradient tensor for the whole batch ever exists.
 
 mod exec;
+mod flops;
 mod layout;
 mod ops;
 mod spec;
 
 pub use exec::{backward, forward, per_sample_gradients, BackwardOutput, Workspace, CHUNKS};
+pub use flops::Flops;
 pub use layout::{from_torch, to_torch, TorchLayer};
 pub use ops::FusedModel;
 pub use spec::{LayerSpec, NetSpec};
