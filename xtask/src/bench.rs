@@ -346,7 +346,7 @@ fn dp_sgd(
         other => anyhow::bail!("--tier must be fused, autograd or nn, not {other}"),
     };
     let before = measure()?;
-    report_flops(before.0, flops)?;
+    peak::report_flops(before.0, flops)?;
     if !compare_opacus {
         return Ok(());
     }
@@ -375,21 +375,6 @@ fn dp_sgd(
             ours / plain
         );
     }
-    Ok(())
-}
-
-/// Achieved GFLOP/s of the private step (the network's forward and DP backward per
-/// sample, `Flops`) against the machine's practical peak (a large GEMM, `peak.rs`).
-fn report_flops(samples_per_s: f64, flops: dp_models::fused::Flops) -> Result<()> {
-    let achieved = samples_per_s * flops.total() as f64 / 1e9;
-    let peak = peak::gemm_gflops(2048)?;
-    println!(
-        "arithmetic: {:.2} MFLOP/sample (forward {:.2}, DP backward {:.2}); private step {achieved:.1} GFLOP/s = {:.0}% of the GEMM peak {peak:.1} GFLOP/s (2048³ f32 matmul, same threads)",
-        flops.total() as f64 / 1e6,
-        flops.forward as f64 / 1e6,
-        flops.backward as f64 / 1e6,
-        100.0 * achieved / peak
-    );
     Ok(())
 }
 

@@ -24,3 +24,18 @@ pub fn gemm_gflops(n: usize) -> Result<f64> {
     times.sort_by(f64::total_cmp);
     Ok(2.0 * (n as f64).powi(3) / times[2] / 1e9)
 }
+
+/// Achieved GFLOP/s of the private step (the network's forward and DP backward per
+/// sample, `Flops`) against the machine's practical peak ([`gemm_gflops`]).
+pub fn report_flops(samples_per_s: f64, flops: dp_models::fused::Flops) -> Result<()> {
+    let achieved = samples_per_s * flops.total() as f64 / 1e9;
+    let peak = gemm_gflops(2048)?;
+    println!(
+        "arithmetic: {:.2} MFLOP/sample (forward {:.2}, DP backward {:.2}); private step {achieved:.1} GFLOP/s = {:.0}% of the GEMM peak {peak:.1} GFLOP/s (2048³ f32 matmul, same threads)",
+        flops.total() as f64 / 1e6,
+        flops.forward as f64 / 1e6,
+        flops.backward as f64 / 1e6,
+        100.0 * achieved / peak
+    );
+    Ok(())
+}
