@@ -26,6 +26,7 @@ fn summarise(
         .iter()
         .find(|c| c.starts_with("test "))?
         .trim_start_matches("test ");
+    let lower_is_better = metric.contains("RMSE") || metric.contains("loss");
     let (mut private, mut plain): (Option<f64>, Option<f64>) = (None, None);
     for run in runs {
         let Some(last) = run["epochs"].as_array().and_then(|e| e.last()) else {
@@ -40,7 +41,6 @@ fn summarise(
         } else {
             &mut private
         };
-        let lower_is_better = metric.contains("RMSE") || metric.contains("loss");
         *slot = Some(match *slot {
             Some(best) if lower_is_better => best.min(value),
             Some(best) => best.max(value),

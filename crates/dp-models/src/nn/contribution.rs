@@ -211,8 +211,9 @@ pub(super) fn per_sample(contributions: &[Contribution], shape: &Shape) -> Resul
 }
 
 /// Most floats of materialised per-sample gradients kept between the norm and the
-/// clipped-sum passes (128 MiB); a larger parameter's clipped sum is recomputed.
-const KEPT_PER_SAMPLE_LIMIT: usize = 32 << 20;
+/// clipped-sum passes, over all of a network's parameters together (128 MiB); a
+/// parameter that does not fit in what is left has its clipped sum recomputed.
+pub(super) const KEPT_PER_SAMPLE_BUDGET: usize = 32 << 20;
 
 /// The squared norms of one parameter's per-sample gradients, and those gradients (B, P)
 /// where they were materialised and are small enough to keep for the clipped sum.
@@ -223,11 +224,13 @@ pub(super) struct Norms {
     pub(super) kept: Option<Tensor>,
 }
 
-/// `‖∇ᵢ‖²` (B,) of one parameter of `shape`, by ghost norms or materialisation.
+/// `‖∇ᵢ‖²` (B,) of one parameter of `shape`, by ghost norms or materialisation; the
+/// materialised gradients are kept when they fit in `keep_budget` floats.
 pub(super) fn squared_norms(
     contributions: &[Contribution],
     shape: &Shape,
     method: NormMethod,
+    keep_budget: usize,
 ) -> Result<Norms> {
     let outers: Option<Vec<(&Left, &Tensor)>> = contributions
         .iter()
@@ -249,7 +252,7 @@ pub(super) fn squared_norms(
         _ => {
             let grads = per_sample(contributions, shape)?.flatten_from(1)?;
             let squared = grads.sqr()?.sum(1)?;
-            let kept = (grads.elem_count() <= KEPT_PER_SAMPLE_LIMIT).then_some(grads);
+            let kept = (grads.elem_count() <= keep_budget).then_some(grads);
             Ok(Norms { squared, kept })
         }
     }

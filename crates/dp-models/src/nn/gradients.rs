@@ -45,9 +45,11 @@ impl Taps {
         let device = traced.losses.device().clone();
         let mut by_owner: BTreeMap<&str, Tensor> = BTreeMap::new();
         let mut kept = Vec::with_capacity(traced.params.len());
+        let mut keep_budget = contribution::KEPT_PER_SAMPLE_BUDGET;
         for (param, contributions) in traced.params.iter().zip(&traced.contributions) {
             let shape = param.var.as_tensor().shape();
-            let norms = contribution::squared_norms(contributions, shape, method)?;
+            let norms = contribution::squared_norms(contributions, shape, method, keep_budget)?;
+            keep_budget -= norms.kept.as_ref().map_or(0, Tensor::elem_count);
             kept.push(norms.kept);
             let sq = norms.squared;
             let entry = by_owner.entry(param.owner.as_str());
@@ -160,7 +162,8 @@ impl Taps {
             .iter()
             .zip(&traced.contributions)
             .map(|(p, c)| {
-                let norms = contribution::squared_norms(c, p.var.as_tensor().shape(), method)?;
+                let shape = p.var.as_tensor().shape();
+                let norms = contribution::squared_norms(c, shape, method, 0)?;
                 Ok((p.name.clone(), norms.squared))
             })
             .collect()
