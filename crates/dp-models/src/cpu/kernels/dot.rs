@@ -6,7 +6,7 @@ const LANES: usize = 16;
 
 /// `Σ aᵢ·bᵢ` with [`LANES`] independent partial sums (pairwise order fixed, so results are
 /// deterministic).
-#[inline]
+#[inline(always)]
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -23,7 +23,7 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// `Σ aᵢ²`, vectorised like [`dot`].
-#[inline]
+#[inline(always)]
 pub(crate) fn sum_of_squares(a: &[f32]) -> f32 {
     dot(a, a)
 }

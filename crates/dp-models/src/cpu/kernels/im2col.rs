@@ -28,7 +28,7 @@ impl ConvGeometry {
 /// For output pixel (oy, ox) and kernel row ky: the input row, and the kernel columns
 /// [lo, hi) that fall inside the image with the first one's input column. One contiguous
 /// run of (hi − lo)·cin values in NHWC.
-#[inline]
+#[inline(always)]
 fn tap_run(
     g: &ConvGeometry,
     oy: usize,
@@ -45,6 +45,7 @@ fn tap_run(
 }
 
 /// im2col of an NHWC image into `u` (rows × cols), ones in the last column.
+#[inline(always)]
 pub(crate) fn im2col(g: &ConvGeometry, image: &[f32], u: &mut [f32]) {
     let cols = g.cols();
     let run = g.kernel * g.cin;
@@ -71,6 +72,7 @@ pub(crate) fn im2col(g: &ConvGeometry, image: &[f32], u: &mut [f32]) {
 
 /// The adjoint of `im2col`: accumulates `du` (rows × cols, last column ignored) into the
 /// image gradient (zeroed first).
+#[inline(always)]
 pub(crate) fn col2im(g: &ConvGeometry, du: &[f32], image_grad: &mut [f32]) {
     image_grad.fill(0.0);
     let cols = g.cols();

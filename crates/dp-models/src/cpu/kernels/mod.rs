@@ -1,13 +1,18 @@
 //! Per-sample slice kernels of the fused executor: a bounds-checked single-threaded gemm,
-//! im2col and its adjoint on NHWC images, split-accumulator dot products and a one-`exp`
-//! tanh. The autograd tier's custom ops reuse the gemm, the tanh and the sum of squares.
+//! im2col and its adjoint on NHWC images, split-accumulator dot products, a polynomial
+//! tanh, and the runtime choice of the vector unit they are compiled for. The autograd
+//! tier's custom ops reuse the gemm, the tanh and the sum of squares.
 
 mod dot;
 mod gemm;
 mod im2col;
+mod simd;
 mod tanh;
 
 pub(crate) use dot::{dot, sum_of_squares};
 pub(crate) use gemm::{matmul, Mat};
 pub(crate) use im2col::{col2im, im2col, ConvGeometry};
+pub(crate) use simd::vectorized;
+#[cfg(test)]
+pub(crate) use simd::FORCE_BASELINE;
 pub(crate) use tanh::tanh_fast;

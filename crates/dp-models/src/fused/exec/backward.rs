@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use super::super::spec::{LayerPlan, NetSpec};
 use super::per_sample::{backward_sample, Inputs, Mode};
 use super::workspace::{chunk_len, linear_shape, Scratch, Workspace};
-use crate::cpu::kernels::{matmul, Mat};
+use crate::cpu::kernels::{matmul, vectorized, Mat};
 use crate::ClipRule;
 
 /// The result of a backward pass.
@@ -52,7 +52,12 @@ pub fn backward(
         .par_iter_mut()
         .zip(norm_chunks)
         .enumerate()
-        .for_each(|(j, (scratch, norms))| plan.chunk(j * chunk, scratch, norms));
+        .for_each(|(j, (scratch, norms))| {
+            vectorized(
+                #[inline(always)]
+                || plan.chunk(j * chunk, scratch, norms),
+            );
+        });
     // Ordered reduction over chunks: bit-reproducible.
     let mut gradient_sum = vec![0.0f32; spec.num_params];
     for scratch in &scratch[..used] {
@@ -113,6 +118,7 @@ impl<'a> Plan<'a> {
 
     /// One chunk, samples `first..first + norms.len()`: their clipped gradient sum into
     /// `scratch.acc`, their squared norms into `norms`.
+    #[inline(always)]
     fn chunk(&self, first: usize, scratch: &mut Scratch, norms: &mut [f32]) {
         scratch.acc.fill(0.0);
         let samples = norms.len();
@@ -143,7 +149,7 @@ impl<'a> Plan<'a> {
     /// Sample `s` of the chunk, of squared norm `sq`: its clip factor per parametric layer
     /// (equal for all but `PerLayer`); conv gradients are added to `acc` with their factor,
     /// linear layers' factors stashed for the book-keeping gemm.
-    #[inline]
+    #[inline(always)]
     fn clip_sample(&self, s: usize, sq: f32, scratch: &mut Scratch) {
         let Scratch {
             psg,
@@ -178,6 +184,7 @@ impl<'a> Plan<'a> {
 
     /// Book-keeping for the linear layers: `acc += (G ⊙ c)ᵀ · [A 1]` over the chunk's
     /// `samples` samples from `first`, one gemm per layer.
+    #[inline(always)]
     fn accumulate_linear_layers(&self, first: usize, samples: usize, scratch: &mut Scratch) {
         let Scratch {
             acc,

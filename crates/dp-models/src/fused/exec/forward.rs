@@ -4,7 +4,7 @@ use rayon::prelude::*;
 
 use super::super::spec::{size, Kind, LayerPlan, NetSpec};
 use super::workspace::{chunk_len, conv_geometry, Workspace, CHUNKS};
-use crate::cpu::kernels::{dot, im2col, matmul, tanh_fast, Mat};
+use crate::cpu::kernels::{dot, im2col, matmul, tanh_fast, vectorized, Mat};
 
 /// Runs the forward on `batch` samples of `x` (NCHW, as datasets store images) and
 /// returns the logits (batch × outputs); activations stay in `ws` for the backward.
@@ -29,10 +29,15 @@ pub fn forward(
         .enumerate()
         .for_each(|(j, ((mut outs, mut args), scratch))| {
             let start = j * chunk;
-            for s in 0..chunk.min(batch.saturating_sub(start)) {
-                let x_i = &input[(start + s) * in_size..][..in_size];
-                forward_sample(layers, theta, x_i, s, &mut outs, &mut args, &mut scratch.u);
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for s in 0..chunk.min(batch.saturating_sub(start)) {
+                        let x_i = &input[(start + s) * in_size..][..in_size];
+                        forward_sample(layers, theta, x_i, s, &mut outs, &mut args, &mut scratch.u);
+                    }
+                },
+            );
         });
     let last = layers.len() - 1;
     ws.outputs[last][..batch * size(layers[last].output)].to_vec()
@@ -86,6 +91,7 @@ fn chunk_pieces<'a>(
 
 /// Sample `s` of its chunk through every layer: `outs[l]` and `args[l]` are layer `l`'s
 /// pieces of the chunk, `u` the im2col scratch.
+#[inline(always)]
 fn forward_sample(
     layers: &[LayerPlan],
     theta: &[f32],
@@ -129,7 +135,7 @@ fn forward_sample(
 }
 
 /// A convolution of one NHWC sample: im2col into `u`, then one gemm.
-#[inline]
+#[inline(always)]
 fn conv_forward(
     layer: &LayerPlan,
     cout: usize,
@@ -164,7 +170,7 @@ fn conv_forward(
 
 /// A linear layer on one sample: each output is its row's bias plus a dot product, the
 /// weights stored (nout × (nin + 1)) with the bias last in each row.
-#[inline]
+#[inline(always)]
 fn linear_forward(nin: usize, nout: usize, params: &[f32], input: &[f32], out: &mut [f32]) {
     for (o, z) in out.iter_mut().enumerate().take(nout) {
         let row = &params[o * (nin + 1)..][..nin + 1];
@@ -172,8 +178,13 @@ fn linear_forward(nin: usize, nout: usize, params: &[f32], input: &[f32], out: &
     }
 }
 
+/// Channels one [`pool_lanes`] call takes at once (one AVX2 register of f32).
+const POOL_LANES: usize = 8;
+
 /// Max pooling of one NHWC sample, recording the argmax (first maximum wins, PyTorch's
-/// rule).
+/// rule). A window position's channels are contiguous, so the running maximum is taken
+/// over [`POOL_LANES`] channels at a time (branch-free, vectorised).
+#[inline(always)]
 fn max_pool_forward(
     layer: &LayerPlan,
     kernel: usize,
@@ -186,28 +197,53 @@ fn max_pool_forward(
     for oy in 0..oh {
         for ox in 0..ow {
             let o = (oy * ow + ox) * c;
-            let first = ((oy * stride) * w + ox * stride) * c;
-            for ch in 0..c {
-                // Branch-free running maximum (random data makes a branch unpredictable).
-                let (mut best, mut best_idx) = (input[first + ch], first + ch);
-                for ky in 0..kernel {
-                    for kx in 0..kernel {
-                        let idx = ((oy * stride + ky) * w + ox * stride + kx) * c + ch;
-                        let v = input[idx];
-                        let better = v > best;
-                        best = if better { v } else { best };
-                        best_idx = if better { idx } else { best_idx };
-                    }
-                }
-                out[o + ch] = best;
-                arg[o + ch] = best_idx as u32;
+            let (out, arg) = (&mut out[o..][..c], &mut arg[o..][..c]);
+            let window = |ky: usize, kx: usize| ((oy * stride + ky) * w + ox * stride + kx) * c;
+            let mut ch = 0;
+            while ch + POOL_LANES <= c {
+                let (o, a) = (&mut out[ch..][..POOL_LANES], &mut arg[ch..][..POOL_LANES]);
+                pool_lanes::<POOL_LANES>(input, kernel, &window, ch, o, a);
+                ch += POOL_LANES;
+            }
+            for ch in ch..c {
+                let (o, a) = (&mut out[ch..][..1], &mut arg[ch..][..1]);
+                pool_lanes::<1>(input, kernel, &window, ch, o, a);
             }
         }
     }
 }
 
+/// The maxima and their input indices of channels `ch..ch + N` over the window whose
+/// position (ky, kx) starts at `window(ky, kx)`.
+#[inline(always)]
+fn pool_lanes<const N: usize>(
+    input: &[f32],
+    kernel: usize,
+    window: &impl Fn(usize, usize) -> usize,
+    ch: usize,
+    out: &mut [f32],
+    arg: &mut [u32],
+) {
+    let first = window(0, 0) + ch;
+    let mut best: [f32; N] = std::array::from_fn(|k| input[first + k]);
+    let mut idx: [u32; N] = std::array::from_fn(|k| (first + k) as u32);
+    for ky in 0..kernel {
+        for kx in 0..kernel {
+            let start = window(ky, kx) + ch;
+            let v: &[f32] = &input[start..][..N];
+            for k in 0..N {
+                let better = v[k] > best[k];
+                best[k] = if better { v[k] } else { best[k] };
+                idx[k] = if better { (start + k) as u32 } else { idx[k] };
+            }
+        }
+    }
+    out.copy_from_slice(&best);
+    arg.copy_from_slice(&idx);
+}
+
 /// Average pooling of one NHWC sample (no padding).
-#[inline]
+#[inline(always)]
 fn avg_pool_forward(
     layer: &LayerPlan,
     kernel: usize,

@@ -5,7 +5,7 @@ use super::super::spec::LayerPlan;
 use crate::cpu::kernels::{col2im, im2col, matmul, sum_of_squares, ConvGeometry, Mat};
 
 /// One sample's linear weight gradient `g ⊗ [a; 1]` into `region` (nout × (nin + 1)).
-#[inline]
+#[inline(always)]
 pub(super) fn linear_weight_gradient(
     nin: usize,
     nout: usize,
@@ -21,13 +21,13 @@ pub(super) fn linear_weight_gradient(
 }
 
 /// The ghost norm of a linear layer's gradient: `‖g ⊗ [a; 1]‖² = ‖g‖²·(‖a‖² + 1)`.
-#[inline]
+#[inline(always)]
 pub(super) fn linear_squared_norm(grad_out: &[f32], a: &[f32]) -> f32 {
     sum_of_squares(grad_out) * (sum_of_squares(a) + 1.0)
 }
 
 /// `d input = Wᵀ·g` of a linear layer (bias column skipped).
-#[inline]
+#[inline(always)]
 pub(super) fn linear_input_gradient(
     nin: usize,
     nout: usize,
@@ -52,7 +52,7 @@ pub(super) enum ConvTarget<'a> {
 
 /// One sample's conv weight gradient `Gᵀ·U`, with its im2col `U` recomputed into `u`
 /// rather than stored.
-#[inline]
+#[inline(always)]
 pub(super) fn conv_weight_gradient(
     g: &ConvGeometry,
     cout: usize,
@@ -93,7 +93,7 @@ pub(super) fn conv_weight_gradient(
 
 /// A conv layer's input gradient: `dU (L × cols) = G (L × Cout) · W (Cout × cols)` into
 /// `du`, then col2im into `grad_in`.
-#[inline]
+#[inline(always)]
 pub(super) fn conv_input_gradient(
     g: &ConvGeometry,
     cout: usize,
@@ -125,7 +125,7 @@ pub(super) fn conv_input_gradient(
 }
 
 /// `g·(1 − t²)` from the layer's output `t = tanh(x)`.
-#[inline]
+#[inline(always)]
 pub(super) fn tanh_backward(grad_out: &[f32], out: &[f32], grad_in: &mut [f32]) {
     grad_in
         .iter_mut()
@@ -135,7 +135,7 @@ pub(super) fn tanh_backward(grad_out: &[f32], out: &[f32], grad_in: &mut [f32]) 
 }
 
 /// `g` where the output is positive, 0 elsewhere.
-#[inline]
+#[inline(always)]
 pub(super) fn relu_backward(grad_out: &[f32], out: &[f32], grad_in: &mut [f32]) {
     grad_in
         .iter_mut()
@@ -145,7 +145,7 @@ pub(super) fn relu_backward(grad_out: &[f32], out: &[f32], grad_in: &mut [f32]) 
 }
 
 /// Each output's gradient to the input its forward recorded as the window's maximum.
-#[inline]
+#[inline(always)]
 pub(super) fn max_pool_backward(grad_out: &[f32], arg: &[u32], grad_in: &mut [f32]) {
     grad_in.fill(0.0);
     for (&go, &idx) in grad_out.iter().zip(arg) {
@@ -154,7 +154,7 @@ pub(super) fn max_pool_backward(grad_out: &[f32], arg: &[u32], grad_in: &mut [f3
 }
 
 /// Each output's gradient, divided by the window size, to every input of its window.
-#[inline]
+#[inline(always)]
 pub(super) fn avg_pool_backward(
     layer: &LayerPlan,
     kernel: usize,

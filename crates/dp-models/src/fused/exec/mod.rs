@@ -21,3 +21,59 @@ pub use backward::{backward, BackwardOutput};
 pub use forward::forward;
 pub use per_sample::per_sample_gradients;
 pub use workspace::{Workspace, CHUNKS};
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::cpu::kernels::FORCE_BASELINE;
+    use crate::models::{mnist_cnn, Activation};
+    use crate::ClipRule;
+
+    /// Deterministic values in [−scale, scale) (a 32-bit LCG; no noise source needed).
+    fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                ((state >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0) * scale
+            })
+            .collect()
+    }
+
+    /// Logits, clipped gradient sum and norms of one private step at the current level.
+    fn step(activation: Activation) -> (Vec<f32>, BackwardOutput) {
+        let spec = mnist_cnn(activation).expect("the MNIST CNN is a valid network");
+        let batch = 37; // chunks of unequal length
+        let theta = values(spec.num_params(), 1, 0.2);
+        let x = values(batch * spec.input_size(), 2, 1.0);
+        let dlogits = values(batch * spec.output_size(), 3, 0.5);
+        let mut ws = Workspace::default();
+        let logits = forward(&spec, &theta, &x, batch, &mut ws);
+        let rule = ClipRule::Flat { max_norm: 0.1 };
+        (logits, backward(&spec, &theta, &dlogits, &mut ws, rule))
+    }
+
+    #[test]
+    fn results_do_not_depend_on_the_vector_unit() {
+        for activation in [Activation::Tanh, Activation::Relu] {
+            let widest = step(activation);
+            FORCE_BASELINE.store(true, Ordering::SeqCst);
+            let baseline = step(activation);
+            FORCE_BASELINE.store(false, Ordering::SeqCst);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&widest.0), bits(&baseline.0), "{activation:?} logits");
+            assert_eq!(
+                bits(&widest.1.gradient_sum),
+                bits(&baseline.1.gradient_sum),
+                "{activation:?} gradient sum"
+            );
+            assert_eq!(
+                bits(&widest.1.squared_norms),
+                bits(&baseline.1.squared_norms),
+                "{activation:?} norms"
+            );
+        }
+    }
+}

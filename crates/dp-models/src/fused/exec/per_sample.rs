@@ -57,6 +57,7 @@ pub fn per_sample_gradients(
 /// parametric layer's gradient (except in `Plain` mode); conv gradients go to `psg`
 /// (`Private`, `Materialize`) or are added to `acc` (`Plain`); linear gradients are written
 /// to `psg` (`Materialize`) or their output gradient is stashed at `linear_grads[stash..]`.
+#[inline(always)]
 pub(super) fn backward_sample(
     inputs: &Inputs<'_>,
     i: usize,
@@ -139,7 +140,7 @@ struct Step<'a> {
 impl SampleBackward<'_, '_> {
     /// Layer `l`: its parameter gradient and norm (parametric layers), and its input
     /// gradient into `grad_in` (a parameter-free layer always needs one).
-    #[inline]
+    #[inline(always)]
     fn layer(&mut self, l: usize, layer: &LayerPlan, grad_out: &[f32], grad_in: &mut [f32]) {
         let (activations, i) = (self.inputs.activations, self.i);
         let (offset, count) = layer.params;
@@ -167,7 +168,7 @@ impl SampleBackward<'_, '_> {
 
     /// A linear layer: its gradient written out (`Materialize`) or its output gradient
     /// stashed for the book-keeping gemm; its ghost norm; its input gradient if needed.
-    #[inline]
+    #[inline(always)]
     fn linear(&mut self, step: Step<'_>, nin: usize, nout: usize, grad_in: &mut [f32]) {
         let Step {
             layer,
@@ -192,7 +193,7 @@ impl SampleBackward<'_, '_> {
 
     /// A conv layer: its gradient written out with its squared norm, or added to the
     /// chunk's sum (`Plain`); its input gradient if needed.
-    #[inline]
+    #[inline(always)]
     fn conv(&mut self, step: Step<'_>, cout: usize, grad_in: &mut [f32]) {
         let Step {
             layer,
