@@ -1,10 +1,13 @@
 //! The parallel loops the one-pass CPU ops share: element by element, or row by row over
-//! the last dimension, of one input or of two inputs of the same shape.
+//! the last dimension, of one input or of two inputs of the same shape; each task's loop
+//! runs on the widest vector unit the CPU has (`kernels::vectorized`; a caller's closure
+//! gets it where the compiler inlines it, as it does small ones).
 
 use candle_core::{CpuStorage, Layout, Shape};
 use rayon::prelude::*;
 
 use super::f32_slice;
+use super::kernels::vectorized;
 
 /// Elements per parallel task.
 const ELEMENTS_PER_TASK: usize = 16 * 1024;
@@ -21,7 +24,12 @@ pub(super) fn map(
     let mut out = vec![0.0f32; x.len()];
     out.par_chunks_mut(ELEMENTS_PER_TASK)
         .zip(x.par_chunks(ELEMENTS_PER_TASK))
-        .for_each(|(out, x)| out.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v)));
+        .for_each(|(out, x)| {
+            vectorized(
+                #[inline(always)]
+                || out.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v)),
+            );
+        });
     Ok((CpuStorage::F32(out), layout.shape().clone()))
 }
 
@@ -44,9 +52,14 @@ pub(super) fn map2(
                 .zip(b.par_chunks(ELEMENTS_PER_TASK)),
         )
         .for_each(|(out, (a, b))| {
-            for ((o, &a), &b) in out.iter_mut().zip(a).zip(b) {
-                *o = f(a, b);
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for ((o, &a), &b) in out.iter_mut().zip(a).zip(b) {
+                        *o = f(a, b);
+                    }
+                },
+            );
         });
     Ok((CpuStorage::F32(out), l1.shape().clone()))
 }
@@ -74,9 +87,14 @@ pub(super) fn map_rows(
     out.par_chunks_mut(d * ROWS_PER_TASK)
         .zip(x.par_chunks(d * ROWS_PER_TASK))
         .for_each(|(out, x)| {
-            out.chunks_mut(d)
-                .zip(x.chunks(d))
-                .for_each(|(o, r)| f(r, o))
+            vectorized(
+                #[inline(always)]
+                || {
+                    out.chunks_mut(d)
+                        .zip(x.chunks(d))
+                        .for_each(|(o, r)| f(r, o))
+                },
+            );
         });
     Ok((CpuStorage::F32(out), layout.shape().clone()))
 }
@@ -97,9 +115,40 @@ pub(super) fn map_rows2(
     out.par_chunks_mut(task)
         .zip(a.par_chunks(task).zip(b.par_chunks(task)))
         .for_each(|(out, (a, b))| {
-            for ((o, a), b) in out.chunks_mut(d).zip(a.chunks(d)).zip(b.chunks(d)) {
-                f(a, b, o);
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for ((o, a), b) in out.chunks_mut(d).zip(a.chunks(d)).zip(b.chunks(d)) {
+                        f(a, b, o);
+                    }
+                },
+            );
         });
     Ok((CpuStorage::F32(out), l1.shape().clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::cpu::kernels::{tanh_fast, FORCE_BASELINE};
+
+    #[test]
+    fn map_does_not_depend_on_the_vector_unit() {
+        let n = 3 * ELEMENTS_PER_TASK + 17;
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 6.0).collect();
+        let storage = CpuStorage::F32(x);
+        let layout = Layout::contiguous(Shape::from(n));
+        let run = |baseline: bool| {
+            FORCE_BASELINE.store(baseline, Ordering::SeqCst);
+            let (out, _) = map(&storage, &layout, tanh_fast).expect("f32 storage");
+            FORCE_BASELINE.store(false, Ordering::SeqCst);
+            match out {
+                CpuStorage::F32(v) => v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                _ => unreachable!("map returns f32"),
+            }
+        };
+        assert_eq!(run(false), run(true));
+    }
 }
