@@ -1,6 +1,6 @@
 //! What a table's runs show at a glance, for the reproduction's closing summary: the best
 //! final metric of the private and of the non-private runs (a smoke run that learned is
-//! told apart from a broken install at once), or for Wide the final test losses.
+//! told apart from a broken install at once), or for Wide the final train and test losses.
 
 use serde_json::Value;
 
@@ -55,14 +55,25 @@ fn summarise(
     (!parts.is_empty()).then(|| format!("{table}: {metric} {}", parts.join(", ")))
 }
 
-/// Wide: each method's final test loss, from the main table.
+/// Wide: each method's final train and test loss, from the main table (the train loss
+/// shows the model moving from its initialisation; the gap, memorisation).
 fn wide_losses(table: &str, columns: &[String], rows: &[Vec<String>]) -> Option<String> {
-    let column = columns.iter().position(|c| c == "final test loss")?;
+    let test = columns.iter().position(|c| c == "final test loss")?;
+    let train = columns
+        .iter()
+        .position(|c| c.starts_with("final train loss"))?;
     let losses: Vec<String> = rows
         .iter()
-        .filter_map(|row| Some(format!("{} {}", row.first()?, row.get(column)?)))
+        .filter_map(|row| {
+            Some(format!(
+                "{} {}/{}",
+                row.first()?,
+                row.get(train)?,
+                row.get(test)?
+            ))
+        })
         .collect();
-    (!losses.is_empty()).then(|| format!("{table}: final test loss {}", losses.join(", ")))
+    (!losses.is_empty()).then(|| format!("{table}: final train/test loss {}", losses.join(", ")))
 }
 
 #[cfg(test)]
@@ -93,5 +104,26 @@ mod tests {
             Some("t: accuracy (%) best private 92.00, non-private 97.25")
         );
         assert_eq!(shows(&["run"], Value::Array(vec![])), None);
+    }
+
+    #[test]
+    fn wide_train_and_test_losses() {
+        let columns: Vec<String> = [
+            "method",
+            "final train loss (not covered by ε)",
+            "final test loss",
+        ]
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+        let rows = vec![vec![
+            "non-private".to_string(),
+            "6.0988".into(),
+            "6.2460".into(),
+        ]];
+        assert_eq!(
+            wide_losses("figure1", &columns, &rows).as_deref(),
+            Some("figure1: final train/test loss non-private 6.0988/6.2460")
+        );
     }
 }
