@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use dp_models::data::{brown_from_tar_gz, parse_brown_file};
+use dp_models::data::{brown_from_tar_gz, brown_texts_from_tar_gz, parse_brown_file};
 use dp_models::data::{
     encode, imdb_datasets, load_adult, load_imdb, load_movielens_1m, movielens_datasets,
     parse_adult, parse_ratings, ratings_from_zip, reviews_from_tar_gz, AdultBinariser, AdultSplit,
@@ -288,5 +288,22 @@ fn brown_tagged_files_parse_to_lowercase_words() -> dp_models::Result<()> {
         vec!["the", "fulton", "county", "grand", "jury", "said"]
     );
     assert_eq!(documents[1], vec!["the", "jury", "said"]);
+    Ok(())
+}
+
+#[test]
+fn brown_texts_keep_case_punctuation_and_sentences() -> dp_models::Result<()> {
+    let texts = brown_texts_from_tar_gz(&brown_fixture())?;
+    assert_eq!(texts.len(), 2, "cats.txt and README are not documents");
+    assert_eq!((texts[0].name.as_str(), texts[0].category), ("ca01", 'a'));
+    assert_eq!(
+        texts[0].text,
+        "The Fulton County Grand Jury said , 1913 well-known it's ."
+    );
+    assert_eq!((texts[1].name.as_str(), texts[1].category), ("cb02", 'b'));
+    assert_eq!(
+        dp_models::data::brown_file_text("\n\tA/at b/nn ./.\n\n\tC/np d/vb ./.\n"),
+        "A b .\nC d ."
+    );
     Ok(())
 }

@@ -37,6 +37,59 @@ pub fn brown_from_tar_gz(bytes: &[u8]) -> Result<Vec<Vec<String>>> {
         .collect())
 }
 
+/// One document of the corpus as running text, for language models.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrownText {
+    /// The file name, e.g. `ca01` (category letter `a`, document 01).
+    pub name: String,
+    /// The genre: the category letter, `a` (press: reportage) to `r` (humour).
+    pub category: char,
+    /// The words and punctuation in their original case, one space between tokens and one
+    /// sentence per line (the tags dropped).
+    pub text: String,
+}
+
+/// One tagged file as running text: each `word/tag` token's word, original case and
+/// punctuation kept, tokens joined by one space, one line per sentence (the format puts
+/// each sentence on its own tab-indented line).
+pub fn brown_file_text(tagged: &str) -> String {
+    tagged
+        .lines()
+        .map(|line| {
+            line.split_whitespace()
+                .filter_map(|token| token.rsplit_once('/').map(|(word, _tag)| word))
+                .filter(|word| !word.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|sentence| !sentence.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The 500 documents (in file-name order) of the corpus tarball's bytes, as running text.
+pub fn brown_texts_from_tar_gz(bytes: &[u8]) -> Result<Vec<BrownText>> {
+    let mut files = tar_gz_files(bytes, BROWN.names[0], is_document)?;
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files
+        .iter()
+        .map(|(path, content)| {
+            let name = path.trim_start_matches("package/").to_string();
+            BrownText {
+                category: name.chars().nth(1).unwrap_or('?'),
+                text: brown_file_text(&String::from_utf8_lossy(content)),
+                name,
+            }
+        })
+        .collect())
+}
+
+/// The corpus's documents as running text, found through `DP_DATA_DIR`, the cache, or a
+/// download.
+pub fn brown_texts() -> Result<Vec<BrownText>> {
+    brown_texts_from_tar_gz(&DataLocator::from_env().read(&BROWN)?)
+}
+
 /// `package/c` + category letter + two digits, e.g. `package/ca01`.
 fn is_document(path: &str) -> bool {
     let Some(name) = path.strip_prefix("package/") else {

@@ -11,7 +11,10 @@ mod movielens;
 pub use adult::{
     adult, load_adult, parse_adult, AdultBinariser, AdultRecord, AdultSplit, ADULT, ADULT_FEATURES,
 };
-pub use brown::{brown, brown_from_tar_gz, load_brown, parse_brown_file, BROWN};
+pub use brown::{
+    brown, brown_file_text, brown_from_tar_gz, brown_texts, brown_texts_from_tar_gz, load_brown,
+    parse_brown_file, BrownText, BROWN,
+};
 pub use cifar::{
     cifar10, cifar10_from_dir, cifar10_from_tar_gz, load_cifar10, parse_cifar10_records, CIFAR10,
 };
