@@ -17,6 +17,7 @@ mod config;
 mod dpd;
 pub mod gdp;
 mod jobs;
+pub mod lm;
 #[cfg(test)]
 mod page_numbers;
 mod plot;

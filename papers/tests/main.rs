@@ -1,6 +1,8 @@
 //! Integration tests of the papers' own models: the NCF recommender, word2vec on Brown
-//! with its canaries, and sparse DP-SGD on it through the engine.
+//! with its canaries, sparse DP-SGD on it through the engine, and the language-model
+//! table's data.
 
+mod lm_data;
 mod ncf;
 mod sparse_dp_sgd;
 mod word2vec;
