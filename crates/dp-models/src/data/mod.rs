@@ -13,7 +13,7 @@ pub use adult::{
 };
 pub use brown::{
     brown, brown_file_text, brown_from_tar_gz, brown_texts, brown_texts_from_tar_gz, load_brown,
-    parse_brown_file, BrownText, BROWN,
+    load_brown_texts, parse_brown_file, BrownText, BROWN,
 };
 pub use cifar::{
     cifar10, cifar10_from_dir, cifar10_from_tar_gz, load_cifar10, parse_cifar10_records, CIFAR10,
