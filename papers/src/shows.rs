@@ -55,8 +55,9 @@ fn summarise(
     (!parts.is_empty()).then(|| format!("{table}: {metric} {}", parts.join(", ")))
 }
 
-/// Wide: each method's final train and test loss, from the main table (the train loss
-/// shows the model moving from its initialisation; the gap, memorisation).
+/// Wide: each method's final train and test loss, from the main table (the train loss,
+/// labelled as outside ε like its column, shows the model moving from its initialisation;
+/// the gap, memorisation).
 fn wide_losses(table: &str, columns: &[String], rows: &[Vec<String>]) -> Option<String> {
     let test = columns.iter().position(|c| c == "final test loss")?;
     let train = columns
@@ -73,7 +74,12 @@ fn wide_losses(table: &str, columns: &[String], rows: &[Vec<String>]) -> Option<
             ))
         })
         .collect();
-    (!losses.is_empty()).then(|| format!("{table}: final train/test loss {}", losses.join(", ")))
+    (!losses.is_empty()).then(|| {
+        format!(
+            "{table}: final train (not covered by ε)/test loss {}",
+            losses.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]
@@ -123,7 +129,7 @@ mod tests {
         ]];
         assert_eq!(
             wide_losses("figure1", &columns, &rows).as_deref(),
-            Some("figure1: final train/test loss non-private 6.0988/6.2460")
+            Some("figure1: final train (not covered by ε)/test loss non-private 6.0988/6.2460")
         );
     }
 }
