@@ -79,6 +79,13 @@ fn units(papers: &[&str], args: &ReproduceArgs) -> Result<Vec<Unit>> {
                         .filter(|r| args.may_train(&r.label))
                         .map(|r| unit(&r.label, u64::MAX)),
                 ),
+                // The language model's runs are the longest of all: first.
+                Experiment::Lm(t) => units.extend(
+                    t.runs
+                        .iter()
+                        .filter(|r| args.may_train(&r.label))
+                        .map(|r| unit(&r.label, u64::MAX)),
+                ),
                 Experiment::Accounting { .. } | Experiment::DpdAccounting(_) => {}
             }
         }

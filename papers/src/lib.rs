@@ -21,6 +21,7 @@ pub mod lm;
 #[cfg(test)]
 mod page_numbers;
 mod plot;
+mod progress;
 mod report;
 mod shows;
 mod summary;
@@ -311,6 +312,7 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<PaperOutcome> {
             }
             Experiment::DpdAccounting(c) => dpd::accounting_report(paper, heading, c, header)?,
             Experiment::Wide(w) => wide::wide_report(paper, heading, w, &out, args, header)?,
+            Experiment::Lm(t) => lm::lm_report(paper, heading, t, &out, args, header)?,
             Experiment::Training(t) => {
                 let cx = training_table::TableContext {
                     paper,

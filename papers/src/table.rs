@@ -1,6 +1,6 @@
 //! A paper's tables as checked in (`papers/src/<paper>/<table>.json`): each table's
 //! heading and the experiment it computes, one variant per kind of table. The kinds that
-//! only one paper has (DPD's accounting, Wide's word2vec) keep their configuration types
+//! only one paper has (DPD's accounting, Wide's word2vec, the language model) keep their configuration types
 //! in that paper's directory; this is the one place that names them.
 
 use std::path::{Path, PathBuf};
@@ -35,6 +35,8 @@ pub enum Experiment {
     DpdAccounting(Box<crate::dpd::DpdAccountingConfig>),
     /// The Wide paper's word2vec methods and canaries.
     Wide(Box<crate::wide::WideTable>),
+    /// The private transformer language model (beyond the papers).
+    Lm(Box<crate::lm::LmTable>),
 }
 
 impl Experiment {
@@ -43,6 +45,7 @@ impl Experiment {
         match self {
             Experiment::Training(t) => t.runs.iter().map(|r| r.label.as_str()).collect(),
             Experiment::Wide(w) => w.runs.iter().map(|r| r.label.as_str()).collect(),
+            Experiment::Lm(t) => t.runs.iter().map(|r| r.label.as_str()).collect(),
             Experiment::Accounting { .. } | Experiment::DpdAccounting(_) => vec![],
         }
     }

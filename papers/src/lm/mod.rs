@@ -1,12 +1,105 @@
 //! The private language-model table (beyond the four papers): a GPT-style causal
-//! transformer on the Brown corpus. This module holds its data pipeline so far:
+//! transformer on the Brown corpus, trained non-privately and with DP-Adam (ghost
+//! clipping through [`dp_models::nn`]'s DP layers) at several ε, with Secret Sharer
+//! canaries and a one-run audit in every run.
 //!
 //! * [`split`] — the corpus split by document (train / validation / test, every genre in
 //!   each), so no document's text is on both sides of the train/test gap;
 //! * [`tokenizer`] — a byte-level BPE (Hugging Face `tokenizers`) trained on the training
 //!   documents only;
-//! * [`sequences`] — each document's tokens cut into training sequences, the privacy unit.
+//! * [`sequences`] — each document's tokens cut into training sequences, the privacy unit;
+//! * [`rows`] — sequences as the engine's training data; [`model`] — the transformer LM;
+//! * [`canaries`] — Secret Sharer exposure; [`audit`] — the one-run audit;
+//! * [`corpus`] — all of it built once per table; `train` — one run; `report` — the table.
 
+pub mod audit;
+pub mod canaries;
+pub mod corpus;
+pub mod model;
+mod report;
+pub mod rows;
 pub mod sequences;
 pub mod split;
 pub mod tokenizer;
+mod train;
+
+use serde::{Deserialize, Serialize};
+
+pub use report::lm_report;
+
+use audit::AuditConfig;
+use model::LmShape;
+
+/// Data sizes of one profile.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LmSizes {
+    /// BPE vocabulary.
+    pub vocab: usize,
+    /// Context (sequences are `context + 1` tokens).
+    pub context: usize,
+    /// At most this many training windows (the full corpus has about 10,800 of 129).
+    pub max_train_windows: usize,
+    /// At most this many validation and test windows each.
+    pub max_eval_windows: usize,
+    /// Training windows whose perplexity is reported (computed on private data: outside ε).
+    pub train_eval: usize,
+    /// Random tokens in a canary's secret.
+    pub secret_len: usize,
+    /// Secret Sharer canaries per insertion count.
+    pub canaries_per_count: usize,
+    /// Random secrets each canary's loss is ranked among.
+    pub candidates: usize,
+}
+
+/// One profile: data, model, length, audit.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LmProfile {
+    /// Data sizes.
+    pub sizes: LmSizes,
+    /// The model.
+    pub shape: LmShape,
+    /// Epochs of `N / batch_size` Poisson steps.
+    pub epochs: u32,
+    /// Expected batch size.
+    pub batch_size: usize,
+    /// The one-run audit.
+    pub audit: AuditConfig,
+}
+
+/// One run of the table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LmRun {
+    /// Label.
+    pub label: String,
+    /// The target ε (σ calibrated by PLD at δ = 1/N^1.1); `None`: non-private.
+    pub epsilon: Option<f64>,
+}
+
+/// The table's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LmTable {
+    /// The full profile.
+    pub full: LmProfile,
+    /// The smoke profile.
+    pub smoke: LmProfile,
+    /// Examples per forward (memory only; the step is the whole Poisson batch).
+    pub physical_batch: usize,
+    /// Flat clipping norm C.
+    pub clip: f64,
+    /// Adam's learning rate (β = 0.9, 0.999, ε = 1e-8), every run.
+    pub lr: f64,
+    /// Insertion counts of the Secret Sharer canaries (0: controls never inserted).
+    pub canary_copies: Vec<usize>,
+    /// The runs.
+    pub runs: Vec<LmRun>,
+}
+
+impl LmTable {
+    /// The profile's settings.
+    pub fn profile(&self, profile: crate::Profile) -> &LmProfile {
+        match profile {
+            crate::Profile::Full => &self.full,
+            crate::Profile::Smoke => &self.smoke,
+        }
+    }
+}

@@ -277,7 +277,7 @@ fn train_one(
         event: method.step_event(settings, p)?,
         delta: table.delta,
         started,
-        bar: progress_bar(steps_per_epoch * u64::from(epochs), &run.label)?,
+        bar: crate::progress::run_bar(steps_per_epoch * u64::from(epochs), &run.label)?,
         records: Vec::new(),
     };
     let trainer = Trainer {
@@ -319,18 +319,6 @@ fn settings(table: &WideTable, n: usize) -> WideSettings {
         lr: table.lr,
         delta: table.delta,
     }
-}
-
-fn progress_bar(steps: u64, label: &str) -> Result<indicatif::ProgressBar> {
-    let bar = indicatif::ProgressBar::new(steps);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "  {msg:32} [{bar:30}] {pos}/{len} steps, {elapsed} (eta {eta})",
-        )?
-        .progress_chars("=> "),
-    );
-    bar.set_message(label.to_string());
-    Ok(bar)
 }
 
 /// Records each epoch's losses (of the model, on the whole train and test splits; the

@@ -1,0 +1,127 @@
+//! Everything one language-model table trains and evaluates on: the Brown corpus split by
+//! document, the BPE trained on the training documents, the sequences, and the canaries
+//! inserted into the training rows (the same for every run of the table).
+
+use anyhow::{ensure, Result};
+use dp_mechanisms::NoiseSource;
+use dp_models::data::BrownText;
+
+use super::audit::{AuditCanaries, AuditConfig};
+use super::canaries::{draw_canaries, Canary, SecretFormat};
+use super::rows::TokenRows;
+use super::sequences::Sequences;
+use super::split::split_documents;
+use super::tokenizer::LmTokenizer;
+use super::LmSizes;
+
+/// The Secret Sharer canaries' prefix.
+pub const CANARY_PREFIX: &str = "My secret code is";
+/// The audit canaries' prefix.
+pub const AUDIT_PREFIX: &str = "The audit number is";
+
+/// A table's data.
+pub struct LmCorpus {
+    /// The tokenizer's vocabulary size.
+    pub vocab: usize,
+    /// Corpus windows in the training rows (before canaries).
+    pub windows: usize,
+    /// The most windows one training document gives (the group size of a document).
+    pub max_per_document: usize,
+    /// Training rows: windows, then each canary `copies` times, then the included audit
+    /// canaries.
+    pub train: TokenRows,
+    /// The first `train_eval` windows (the train perplexity, computed on private data).
+    pub train_eval: TokenRows,
+    /// Validation windows.
+    pub validation: TokenRows,
+    /// Test windows.
+    pub test: TokenRows,
+    /// The Secret Sharer format and canaries.
+    pub canary_format: SecretFormat,
+    /// The canaries.
+    pub canaries: Vec<Canary>,
+    /// The audit format and canaries.
+    pub audit_format: SecretFormat,
+    /// The audit canaries.
+    pub audit: AuditCanaries,
+}
+
+impl LmCorpus {
+    /// Splits, tokenizes and cuts `documents`, then draws and inserts the canaries (seeded:
+    /// the same for every run).
+    pub fn build(
+        documents: Vec<BrownText>,
+        sizes: &LmSizes,
+        canary_copies: &[usize],
+        audit: &AuditConfig,
+    ) -> Result<Self> {
+        let split = split_documents(documents);
+        let tokenizer =
+            LmTokenizer::train(split.train.iter().map(|d| d.text.as_str()), sizes.vocab)?;
+        let vocab = tokenizer.vocab_size();
+        let cut = |docs: &[BrownText], limit: usize| -> Result<Sequences> {
+            let tokens: Vec<Vec<u32>> = docs
+                .iter()
+                .map(|d| tokenizer.encode(&d.text))
+                .collect::<Result<_>>()?;
+            let mut s = Sequences::cut(&tokens, sizes.context);
+            let keep = s.len().min(limit);
+            s.tokens.truncate(keep * s.window);
+            s.document.truncate(keep);
+            Ok(s)
+        };
+        let train = cut(&split.train, sizes.max_train_windows)?;
+        let (validation, test) = (
+            cut(&split.validation, sizes.max_eval_windows)?,
+            cut(&split.test, sizes.max_eval_windows)?,
+        );
+        ensure!(
+            !train.is_empty() && !test.is_empty(),
+            "no training or test window"
+        );
+        let width = sizes.context + 1;
+        let rows = |s: &Sequences| -> Result<TokenRows> {
+            let refs: Vec<&[u32]> = s.tokens.chunks_exact(s.window).collect();
+            TokenRows::whole(&refs, width, vocab)
+        };
+        let format = |prefix: &str| -> Result<SecretFormat> {
+            Ok(SecretFormat {
+                prefix: tokenizer.encode(prefix)?,
+                secret_len: sizes.secret_len,
+                vocab,
+            })
+        };
+        let (canary_format, audit_format) = (format(CANARY_PREFIX)?, format(AUDIT_PREFIX)?);
+        let mut rng = NoiseSource::seeded(21);
+        let canaries = draw_canaries(
+            &canary_format,
+            canary_copies,
+            sizes.canaries_per_count,
+            &mut rng,
+        );
+        let audit_canaries = AuditCanaries::draw(&audit_format, audit, &mut rng);
+        let mut all: Vec<&[u32]> = train.tokens.chunks_exact(train.window).collect();
+        for c in &canaries {
+            all.extend(std::iter::repeat_n(c.tokens.as_slice(), c.copies));
+        }
+        all.extend(audit_canaries.inserted().map(Vec::as_slice));
+        let eval: Vec<&[u32]> = train
+            .tokens
+            .chunks_exact(train.window)
+            .take(sizes.train_eval)
+            .collect();
+        Ok(LmCorpus {
+            vocab,
+            windows: train.len(),
+            max_per_document: train.max_per_document(),
+            train: TokenRows::whole(&all, width, vocab)?,
+            train_eval: TokenRows::whole(&eval, width, vocab)?,
+            validation: rows(&validation)?,
+            test: rows(&test)?,
+            canary_format,
+            canaries,
+            audit_format,
+            audit: audit_canaries,
+        })
+    }
+}

@@ -1,0 +1,371 @@
+//! The language-model table's report: every run trained (or read from the cache), one row
+//! per run, the plots (perplexity against ε, exposure against insertions, audited lower
+//! bound against claimed ε, test perplexity per epoch) and the checked findings.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+use super::canaries::mean_exposure;
+use super::corpus::LmCorpus;
+use super::train::{train_one, LmResult};
+use super::{LmRun, LmTable};
+use crate::config::TableHeading;
+use crate::plot::{line_plot, Series};
+use crate::report::{fmt, RunHeader, TableReport};
+use crate::training::write_atomically;
+use crate::{Profile, ReproduceArgs};
+
+mod findings;
+
+/// A run's cache key: the table's settings for this profile and the run.
+fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
+    let material = serde_json::json!({
+        "schema": 1,
+        "profile": table.profile(profile),
+        "physical_batch": table.physical_batch, "clip": table.clip, "lr": table.lr,
+        "copies": table.canary_copies,
+        "epsilon": run.epsilon,
+    });
+    let digest = Sha256::digest(serde_json::to_vec(&material)?);
+    Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Runs (or reuses) every run of the table and writes its report.
+pub fn lm_report(
+    paper: &str,
+    heading: &TableHeading,
+    table: &LmTable,
+    out: &Path,
+    args: &ReproduceArgs,
+    header: impl Fn(f64) -> RunHeader,
+) -> Result<TableReport> {
+    let started = Instant::now();
+    let profile = table.profile(args.profile);
+    let columns = columns(table);
+    let documents = match dp_models::data::brown_texts() {
+        Ok(d) => d,
+        Err(e @ dp_models::Error::DataNotPresent { .. }) => {
+            println!("  {e}");
+            let rows = not_run_rows(table, &columns, "data not present");
+            return Ok(TableReport {
+                findings: vec![format!("Nothing was trained: {e}")],
+                ..TableReport::for_table(paper, heading, header(0.0), columns, rows)
+            });
+        }
+        Err(e) => return Err(e).context("loading the Brown corpus"),
+    };
+    let corpus = LmCorpus::build(
+        documents,
+        &profile.sizes,
+        &table.canary_copies,
+        &profile.audit,
+    )?;
+    println!(
+        "  vocabulary {}, {} training windows of {} tokens (at most {} per document) and {} canary rows, {} test windows",
+        corpus.vocab,
+        corpus.windows,
+        profile.sizes.context + 1,
+        corpus.max_per_document,
+        dp_models::TrainingData::len(&corpus.train) - corpus.windows,
+        dp_models::TrainingData::len(&corpus.test),
+    );
+    let runs_dir = out.join("runs").join(&heading.id);
+    std::fs::create_dir_all(&runs_dir)?;
+    let mut results = Vec::new();
+    for run in &table.runs {
+        results.push(train_or_load(table, run, &corpus, args, &runs_dir)?);
+    }
+    let rows = table
+        .runs
+        .iter()
+        .zip(&results)
+        .map(|(run, r)| match r {
+            Some(r) => row(table, r),
+            None => not_run_rows(table, &columns, "not run")
+                .remove(0)
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| if i == 0 { run.label.clone() } else { c })
+                .collect(),
+        })
+        .collect();
+    let finished: Vec<&LmResult> = results.iter().flatten().collect();
+    let plots = plots(out, &heading.id, &finished, &table.canary_copies)?;
+    let mut run_header = header(started.elapsed().as_secs_f64());
+    run_header.runs_wall_s = Some(finished.iter().map(|r| r.wall_s).sum());
+    let mut commits: Vec<String> = finished.iter().map(|r| r.commit.clone()).collect();
+    commits.sort();
+    commits.dedup();
+    run_header.run_commits = commits;
+    Ok(TableReport {
+        findings: findings::findings(&finished, &table.canary_copies, corpus.max_per_document),
+        plots,
+        details: vec![per_epoch(&finished)],
+        data: serde_json::to_value(&finished)?,
+        ..TableReport::for_table(paper, heading, run_header, columns, rows)
+    })
+}
+
+/// From the cache, trained, or `None` when this invocation may not train it.
+fn train_or_load(
+    table: &LmTable,
+    run: &LmRun,
+    corpus: &LmCorpus,
+    args: &ReproduceArgs,
+    runs_dir: &Path,
+) -> Result<Option<LmResult>> {
+    let key = key(table, run, args.profile)?;
+    let path = runs_dir.join(format!("{key}.json"));
+    let cached: Option<LmResult> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let result = match cached {
+        Some(r) => r,
+        None if !args.may_train(&run.label) => {
+            println!(
+                "  {:<24} not run ({})",
+                run.label,
+                args.not_trained_reason()
+            );
+            return Ok(None);
+        }
+        None => {
+            let r = train_one(table, table.profile(args.profile), run, corpus, &key)?;
+            write_atomically(&path, &serde_json::to_vec_pretty(&r)?)?;
+            r
+        }
+    };
+    println!(
+        "  {:<24} test perplexity {:.1}, ε {} (audited ≥ {:.2}), {:.0} s",
+        run.label,
+        result.epochs.last().map_or(f64::NAN, |e| e.test_perplexity),
+        fmt(result.epsilon_pld, 2),
+        result.audit.lower_bound,
+        result.wall_s
+    );
+    Ok(Some(result))
+}
+
+fn columns(table: &LmTable) -> Vec<String> {
+    let mut c: Vec<String> = [
+        "run",
+        "σ",
+        "steps",
+        "ε PLD",
+        "ε RDP",
+        "δ",
+        "test perplexity",
+        "validation perplexity",
+        "train perplexity (not covered by ε)",
+        "test − train perplexity",
+    ]
+    .map(String::from)
+    .to_vec();
+    for n in &table.canary_copies {
+        c.push(format!("mean exposure, n_c = {n} (bits)"));
+    }
+    c.extend(
+        [
+            "audit correct / guesses",
+            "audited ε lower bound (95%)",
+            "wall (s)",
+            "samples/s",
+        ]
+        .map(String::from),
+    );
+    c
+}
+
+fn not_run_rows(table: &LmTable, columns: &[String], why: &str) -> Vec<Vec<String>> {
+    table
+        .runs
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.label.clone(), why.to_string()];
+            row.resize(columns.len(), "—".into());
+            row
+        })
+        .collect()
+}
+
+fn row(table: &LmTable, r: &LmResult) -> Vec<String> {
+    let last = r.epochs.last();
+    let pick = |f: fn(&super::train::LmEpoch) -> f64| last.map(f);
+    let (test, train) = (pick(|e| e.test_perplexity), pick(|e| e.train_perplexity));
+    let mut row = vec![
+        r.label.clone(),
+        if r.target_epsilon.is_some() {
+            format!("{:.4}", r.noise_multiplier)
+        } else {
+            "—".into()
+        },
+        r.steps.to_string(),
+        fmt(r.epsilon_pld, 2),
+        fmt(r.epsilon_rdp, 2),
+        format!("{:.2e}", r.delta),
+        fmt(test, 1),
+        fmt(pick(|e| e.validation_perplexity), 1),
+        fmt(train, 1),
+        fmt(test.zip(train).map(|(a, b)| a - b), 1),
+    ];
+    for &n in &table.canary_copies {
+        row.push(fmt(Some(mean_exposure(&r.exposures, n)), 2));
+    }
+    let o = &r.audit.outcome;
+    row.push(format!("{} / {}", o.correct, o.guesses));
+    row.push(format!("{:.3}", r.audit.lower_bound));
+    row.push(format!("{:.0}", r.wall_s));
+    row.push(format!("{:.1}", r.samples_per_s));
+    row
+}
+
+/// Test, validation and train perplexity and ε after every epoch of every run.
+fn per_epoch(results: &[&LmResult]) -> (String, Vec<String>, Vec<Vec<String>>) {
+    let columns = [
+        "run",
+        "epoch",
+        "steps",
+        "train perplexity (not covered by ε)",
+        "validation perplexity",
+        "test perplexity",
+        "ε PLD",
+        "wall (s)",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows = results
+        .iter()
+        .flat_map(|r| {
+            r.epochs.iter().map(|e| {
+                vec![
+                    r.label.clone(),
+                    e.epoch.to_string(),
+                    e.steps.to_string(),
+                    format!("{:.1}", e.train_perplexity),
+                    format!("{:.1}", e.validation_perplexity),
+                    format!("{:.1}", e.test_perplexity),
+                    fmt(e.epsilon, 2),
+                    format!("{:.0}", e.wall_s),
+                ]
+            })
+        })
+        .collect();
+    ("Per epoch".into(), columns, rows)
+}
+
+/// The four plots, written next to the table.
+fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Result<Vec<String>> {
+    if results.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut written = Vec::new();
+    let mut plot = |name: &str, title: &str, x: &str, y: &str, series: Vec<Series>| -> Result<()> {
+        let file = format!("{id}-{name}.svg");
+        line_plot(&out.join(&file), title, x, y, &series)?;
+        written.push(file);
+        Ok(())
+    };
+    let private: Vec<&&LmResult> = results.iter().filter(|r| r.epsilon_pld.is_some()).collect();
+    let last_test = |r: &LmResult| r.epochs.last().map_or(f64::NAN, |e| e.test_perplexity);
+    let eps = |r: &LmResult| r.epsilon_pld.unwrap_or(f64::NAN);
+    if !private.is_empty() {
+        let (lo, hi) = private.iter().fold((f64::MAX, f64::MIN), |(a, b), r| {
+            (a.min(eps(r)), b.max(eps(r)))
+        });
+        let mut series = vec![Series {
+            label: "DP-Adam".into(),
+            points: private.iter().map(|r| (eps(r), last_test(r))).collect(),
+            dashed: false,
+        }];
+        if let Some(np) = results.iter().find(|r| r.epsilon_pld.is_none()) {
+            series.push(Series {
+                label: "non-private".into(),
+                points: vec![(lo, last_test(np)), (hi, last_test(np))],
+                dashed: true,
+            });
+        }
+        plot(
+            "perplexity-vs-epsilon",
+            "Brown, causal transformer: test perplexity against ε (PLD)",
+            "ε (PLD, δ = 1/N^1.1)",
+            "test perplexity",
+            series,
+        )?;
+        let claimed: Vec<(f64, f64)> = private
+            .iter()
+            .map(|r| (eps(r), r.audit.lower_bound))
+            .collect();
+        plot(
+            "audit",
+            "One-run audit: empirical ε lower bound (95%) against the claimed ε",
+            "claimed ε (PLD)",
+            "ε",
+            vec![
+                Series {
+                    label: "audited lower bound".into(),
+                    points: claimed,
+                    dashed: false,
+                },
+                Series {
+                    label: "claimed ε".into(),
+                    points: vec![(lo, lo), (hi, hi)],
+                    dashed: true,
+                },
+            ],
+        )?;
+    }
+    let x = |n: usize| ((1 + n) as f64).log10();
+    let mut series: Vec<Series> = results
+        .iter()
+        .map(|r| Series {
+            label: r.label.clone(),
+            points: copies
+                .iter()
+                .map(|&n| (x(n), mean_exposure(&r.exposures, n)))
+                .collect(),
+            dashed: false,
+        })
+        .collect();
+    let (x0, x1) = (
+        x(copies.iter().copied().min().unwrap_or(0)),
+        x(copies.iter().copied().max().unwrap_or(1)),
+    );
+    series.push(Series {
+        label: "never seen (1/ln 2 bits)".into(),
+        points: vec![
+            (x0, std::f64::consts::LOG2_E),
+            (x1, std::f64::consts::LOG2_E),
+        ],
+        dashed: true,
+    });
+    plot(
+        "exposure",
+        "Secret Sharer exposure against insertions",
+        "log₁₀(1 + insertions n_c)",
+        "mean exposure (bits)",
+        series,
+    )?;
+    let series = results
+        .iter()
+        .map(|r| Series {
+            label: r.label.clone(),
+            points: r
+                .epochs
+                .iter()
+                .map(|e| (f64::from(e.epoch), e.test_perplexity))
+                .collect(),
+            dashed: false,
+        })
+        .collect();
+    plot(
+        "test-perplexity",
+        "Test perplexity per epoch",
+        "epoch",
+        "test perplexity",
+        series,
+    )?;
+    Ok(written)
+}
