@@ -127,6 +127,25 @@ pub fn exposure_bits(below: usize, candidates: usize) -> f64 {
     ((candidates + 1) as f64 / (below + 1) as f64).log2()
 }
 
+/// The largest expected exposure of a canary inserted `copies` times into an (ε, δ)-DP
+/// training run, measured against `candidates` secrets:
+/// `(kε + 1)/ln 2 + k·e^((k−1)ε)·δ·log₂(n + 1)` for k = `copies`.
+///
+/// Why: k insertions are a group of k, (kε, k·e^((k−1)ε)δ)-DP (group privacy, Dwork & Roth
+/// 2014, Theorem 2.2 for ε; the δ term by the usual induction). Without the canary the
+/// model is independent of its secret, so the canary's rank among itself and n candidates
+/// is uniform and `P[exposure ≥ x] ≤ 2^(−x)`. Exposure ≥ x is an event of the trained
+/// model (and of fresh candidates), so with the canary `P[exposure ≥ x] ≤ e^(kε)·2^(−x) + δₖ`.
+/// Integrating `min(1, ·)` over x ∈ [0, log₂(n + 1)] (exposure is at most that) gives the
+/// bound. It holds in expectation over training and the draws; the mean of a few canaries
+/// can exceed it by chance.
+pub fn exposure_bound(epsilon: f64, delta: f64, copies: usize, candidates: usize) -> f64 {
+    let k = copies as f64;
+    let group_delta = k * ((k - 1.0).max(0.0) * epsilon).exp() * delta;
+    let cap = ((candidates + 1) as f64).log2();
+    ((k * epsilon + 1.0) / std::f64::consts::LN_2 + group_delta * cap).min(cap)
+}
+
 /// The mean exposure of the canaries inserted `copies` times (NaN if none).
 pub fn mean_exposure(exposures: &[Exposure], copies: usize) -> f64 {
     let bits: Vec<f64> = exposures
@@ -146,6 +165,16 @@ mod tests {
         assert_eq!(exposure_bits(0, 1023), 10.0);
         assert_eq!(exposure_bits(1023, 1023), 0.0);
         assert!((exposure_bits(511, 1023) - 1.0).abs() < 1e-12);
+    }
+
+    /// ε = 0 (a run that ignores its data) allows only the never-seen level, 1/ln 2 bits;
+    /// the bound grows with ε and insertions, and never exceeds the measurable maximum.
+    #[test]
+    fn exposure_bound_is_the_never_seen_level_at_zero_epsilon() {
+        assert!((exposure_bound(0.0, 0.0, 1, 10_000) - std::f64::consts::LOG2_E).abs() < 1e-12);
+        assert!((exposure_bound(3.0, 0.0, 1, 10_000) - 4.0 / std::f64::consts::LN_2).abs() < 1e-12);
+        assert!(exposure_bound(3.0, 1e-5, 10, 10_000) > exposure_bound(3.0, 1e-5, 1, 10_000));
+        assert_eq!(exposure_bound(3.0, 1e-5, 100, 10_000), 10_001f64.log2());
     }
 
     #[test]

@@ -92,6 +92,15 @@ impl LmCorpus {
             })
         };
         let (canary_format, audit_format) = (format(CANARY_PREFIX)?, format(AUDIT_PREFIX)?);
+        for f in [&canary_format, &audit_format] {
+            ensure!(
+                f.len() <= width,
+                "a canary is {} tokens (prefix {} and secret {}), longer than the {width} of a training row",
+                f.len(),
+                f.prefix.len(),
+                f.secret_len
+            );
+        }
         let mut rng = NoiseSource::seeded(21);
         let canaries = draw_canaries(
             &canary_format,

@@ -21,7 +21,7 @@ pub mod rows;
 pub mod sequences;
 pub mod split;
 pub mod tokenizer;
-mod train;
+pub mod train;
 
 use serde::{Deserialize, Serialize};
 
