@@ -21,6 +21,9 @@ fn summarise(
     if let Some(line) = wide_losses(table, columns, rows) {
         return Some(line);
     }
+    if let Some(line) = lm_perplexities(table, columns, rows) {
+        return Some(line);
+    }
     let runs = data.as_array()?;
     let metric = columns
         .iter()
@@ -53,6 +56,24 @@ fn summarise(
         .flatten()
         .collect();
     (!parts.is_empty()).then(|| format!("{table}: {metric} {}", parts.join(", ")))
+}
+
+/// The language model: each run's test perplexity and audited ε lower bound.
+fn lm_perplexities(table: &str, columns: &[String], rows: &[Vec<String>]) -> Option<String> {
+    let at = |name: &str| columns.iter().position(|c| c.starts_with(name));
+    let (ppl, audit) = (at("test perplexity")?, at("audited ε lower bound")?);
+    let runs: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{} {} (audit ≥ {})",
+                r.first()?,
+                r.get(ppl)?,
+                r.get(audit)?
+            ))
+        })
+        .collect();
+    Some(format!("{table}: test perplexity {}", runs.join(", ")))
 }
 
 /// Wide: each method's final train and test loss, from the main table (the train loss,
@@ -131,5 +152,22 @@ mod tests {
             wide_losses("figure1", &columns, &rows).as_deref(),
             Some("figure1: final train (not covered by ε)/test loss non-private 6.0988/6.2460")
         );
+    }
+
+    #[test]
+    fn lm_test_perplexities_and_audits() {
+        let columns: Vec<String> = ["run", "σ", "test perplexity", "audited ε lower bound (95%)"]
+            .map(String::from)
+            .to_vec();
+        let row = |r: &str, p: &str, a: &str| vec![r.to_string(), "1".into(), p.into(), a.into()];
+        let rows = vec![
+            row("non-private", "70.1", "1.480"),
+            row("ε = 8", "205.4", "0.000"),
+        ];
+        assert_eq!(
+            lm_perplexities("transformer-lm", &columns, &rows).as_deref(),
+            Some("transformer-lm: test perplexity non-private 70.1 (audit ≥ 1.480), ε = 8 205.4 (audit ≥ 0.000)")
+        );
+        assert!(lm_perplexities("t", &columns[..2], &rows).is_none());
     }
 }

@@ -68,6 +68,10 @@ pub enum Suite {
         /// Timed steps of each kind.
         #[arg(long, default_value_t = 5)]
         steps: usize,
+        /// The language-model table's causal LM (LM head over the vocabulary, next-token
+        /// loss) instead of the encoder classifier.
+        #[arg(long)]
+        lm: bool,
         /// Also time Opacus (ghost clipping) and PyTorch on the same architecture, in the
         /// same sitting, with `$DP_BENCH_PYTHON` (default `python3`).
         #[arg(long)]
@@ -102,6 +106,7 @@ pub fn run(suite: Suite) -> Result<()> {
             batch_size,
             vocab,
             steps,
+            lm,
             compare_opacus,
         } => transformer::run(
             transformer::Shape {
@@ -111,6 +116,7 @@ pub fn run(suite: Suite) -> Result<()> {
                 seq,
                 batch: batch_size,
                 vocab,
+                lm,
             },
             steps.max(1),
             compare_opacus,

@@ -1,8 +1,9 @@
 //! `cargo xtask bench transformer`: one DP-SGD step (ghost clipping through the DP
 //! layers' taps, Gaussian noise, SGD update) against one non-private step (Candle's
 //! backward of the summed loss, SGD update) on a pre-LN transformer encoder classifying
-//! random token sequences; optionally Opacus (ghost clipping) on the same architecture in
-//! the same sitting.
+//! random token sequences, or with `--lm` on the language-model table's causal LM
+//! ([`dp_papers::lm::model::LmModel`], next-token loss over the vocabulary); optionally
+//! Opacus (ghost clipping) on the same architecture in the same sitting.
 
 use std::time::Instant;
 
@@ -12,6 +13,7 @@ use candle_nn::VarMap;
 use dp_mechanisms::NoiseSource;
 use dp_models::nn::{self, loss, DpVarBuilder, NormMethod, Taps, Transformer, TransformerConfig};
 use dp_models::ClipRule;
+use dp_papers::lm::model::{LmModel, LmShape};
 
 /// The benchmark's shape.
 #[derive(Clone, Copy, Debug)]
@@ -22,14 +24,27 @@ pub struct Shape {
     pub seq: usize,
     pub batch: usize,
     pub vocab: usize,
+    /// The causal LM (sequences of `seq + 1` tokens, loss over the vocabulary) instead of
+    /// the encoder classifier.
+    pub lm: bool,
+}
+
+/// The network under test.
+enum Net {
+    /// Encoder, mean pooling, a 2-class head, one label per sequence.
+    Classifier {
+        model: Transformer,
+        head: nn::Linear,
+        labels: Tensor,
+    },
+    /// The language-model table's causal LM.
+    Lm(LmModel),
 }
 
 struct Bench {
     taps: Taps,
-    model: Transformer,
-    head: nn::Linear,
+    net: Net,
     ids: Tensor,
-    labels: Tensor,
     lr: f64,
 }
 
@@ -37,38 +52,56 @@ impl Bench {
     fn new(s: Shape, noise: &mut NoiseSource) -> Result<Self> {
         let (varmap, taps, device) = (VarMap::new(), Taps::new(), Device::Cpu);
         let vb = DpVarBuilder::from_varmap(&varmap, &taps, &device);
-        let config = TransformerConfig {
-            vocab: s.vocab,
-            context: s.seq,
-            width: s.width,
-            heads: s.heads,
-            layers: s.layers,
-            mlp_ratio: 4,
-            causal: false,
-        };
-        let model = Transformer::new(&config, vb.pp("encoder"))?;
-        let head = nn::linear(s.width, 2, vb.pp("head"))?;
-        let ids: Vec<u32> = (0..s.batch * s.seq)
+        let len = s.seq + usize::from(s.lm);
+        let ids: Vec<u32> = (0..s.batch * len)
             .map(|_| noise.index_below(s.vocab) as u32)
             .collect();
-        let labels: Vec<u32> = (0..s.batch).map(|i| (i % 2) as u32).collect();
+        let ids = Tensor::from_vec(ids, (s.batch, len), &device)?;
+        let net = if s.lm {
+            let shape = LmShape {
+                context: s.seq,
+                width: s.width,
+                heads: s.heads,
+                layers: s.layers,
+            };
+            Net::Lm(LmModel::new(shape, s.vocab, &vb)?)
+        } else {
+            let config = TransformerConfig {
+                vocab: s.vocab,
+                context: s.seq,
+                width: s.width,
+                heads: s.heads,
+                layers: s.layers,
+                mlp_ratio: 4,
+                causal: false,
+            };
+            let labels: Vec<u32> = (0..s.batch).map(|i| (i % 2) as u32).collect();
+            Net::Classifier {
+                model: Transformer::new(&config, vb.pp("encoder"))?,
+                head: nn::linear(s.width, 2, vb.pp("head"))?,
+                labels: Tensor::from_vec(labels, s.batch, &device)?,
+            }
+        };
         Ok(Bench {
             taps,
-            model,
-            head,
-            ids: Tensor::from_vec(ids, (s.batch, s.seq), &device)?,
-            labels: Tensor::from_vec(labels, s.batch, &device)?,
+            net,
+            ids,
             lr: 1e-3,
         })
     }
 
     fn losses(&self) -> dp_models::Result<Tensor> {
-        let hidden = self.model.forward(&self.ids)?.mean(1)?;
-        Ok(loss::cross_entropy(
-            &self.head.forward(&hidden)?,
-            &self.labels,
-            None,
-        )?)
+        Ok(match &self.net {
+            Net::Classifier {
+                model,
+                head,
+                labels,
+            } => {
+                let hidden = model.forward(&self.ids)?.mean(1)?;
+                loss::cross_entropy(&head.forward(&hidden)?, labels, None)?
+            }
+            Net::Lm(lm) => lm.losses(&self.ids, &self.ids)?,
+        })
     }
 
     /// Clipped sums, noise drawn on the host and copied, SGD on each parameter.
@@ -143,8 +176,14 @@ pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
         .map(|p| p.var.as_tensor().elem_count())
         .sum();
     println!(
-        "transformer benchmark: {} layers, d = {}, {} heads, sequence {}, batch {}, vocabulary {}, {params} parameters, {steps} interleaved steps each, {threads} threads",
-        s.layers, s.width, s.heads, s.seq, s.batch, s.vocab
+        "transformer benchmark ({}): {} layers, d = {}, {} heads, sequence {}, batch {}, vocabulary {}, {params} parameters, {steps} interleaved steps each, {threads} threads",
+        if s.lm { "causal LM, next-token loss" } else { "encoder classifier" },
+        s.layers,
+        s.width,
+        s.heads,
+        s.seq,
+        s.batch,
+        s.vocab
     );
     let before = measure(&bench, s, steps, &mut noise)?;
     if let Some(rss) = super::peak_rss_mib() {
@@ -170,7 +209,15 @@ pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
 /// Runs `scripts/opacus_transformer.py`; returns (mode, samples/s) per mode that ran.
 fn opacus(s: Shape, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
     let args = [
-        s.layers, s.width, s.heads, s.seq, s.batch, s.vocab, steps, threads,
+        s.layers,
+        s.width,
+        s.heads,
+        s.seq,
+        s.batch,
+        s.vocab,
+        steps,
+        threads,
+        usize::from(s.lm),
     ];
     super::python_modes("opacus_transformer.py", &args)
 }
