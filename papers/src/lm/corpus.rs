@@ -30,7 +30,8 @@ pub struct LmCorpus {
     /// Training rows: windows, then each canary `copies` times, then the included audit
     /// canaries.
     pub train: TokenRows,
-    /// The first `train_eval` windows (the train perplexity, computed on private data).
+    /// `train_eval` training windows, evenly spaced (the train perplexity, computed on
+    /// private data).
     pub train_eval: TokenRows,
     /// Validation windows.
     pub validation: TokenRows,
@@ -114,9 +115,13 @@ impl LmCorpus {
             all.extend(std::iter::repeat_n(c.tokens.as_slice(), c.copies));
         }
         all.extend(audit_canaries.inserted().map(Vec::as_slice));
+        // Evenly spaced over the training windows (documents are in genre order, so the
+        // first windows would all be press reportage).
+        let stride = (train.len() / sizes.train_eval.max(1)).max(1);
         let eval: Vec<&[u32]> = train
             .tokens
             .chunks_exact(train.window)
+            .step_by(stride)
             .take(sizes.train_eval)
             .collect();
         Ok(LmCorpus {

@@ -41,7 +41,8 @@ pub struct LmSizes {
     pub max_train_windows: usize,
     /// At most this many validation and test windows each.
     pub max_eval_windows: usize,
-    /// Training windows whose perplexity is reported (computed on private data: outside ε).
+    /// Training windows, evenly spaced, whose perplexity is reported (computed on private
+    /// data: outside ε).
     pub train_eval: usize,
     /// Random tokens in a canary's secret.
     pub secret_len: usize,

@@ -23,7 +23,7 @@ mod findings;
 /// A run's cache key: the table's settings for this profile and the run.
 fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
     let material = serde_json::json!({
-        "schema": 1,
+        "schema": 2,
         "profile": table.profile(profile),
         "physical_batch": table.physical_batch, "clip": table.clip, "lr": table.lr,
         "copies": table.canary_copies,

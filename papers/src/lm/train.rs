@@ -32,7 +32,7 @@ pub struct LmEpoch {
     pub epoch: u32,
     /// Steps so far.
     pub steps: u64,
-    /// Perplexity of the first training windows (private data: not covered by ε).
+    /// Perplexity of evenly spaced training windows (private data: not covered by ε).
     pub train_perplexity: f64,
     /// Validation perplexity.
     pub validation_perplexity: f64,
