@@ -64,7 +64,7 @@ fn private_exposure(r: &LmResult, copies: &[usize]) -> String {
         }
         let bound = exposure_bound(epsilon, r.delta, k, candidates);
         parts.push(format!("n_c = {k}: {measured:.2} (bound {bound:.2})"));
-        if measured > bound {
+        if measured > bound + 1e-9 {
             exceeded.push(k.to_string());
         }
     }
