@@ -119,7 +119,7 @@ fn spawn(unit: &Unit, args: &ReproduceArgs) -> Result<(Child, PathBuf)> {
         Profile::Smoke => "smoke",
         Profile::Full => "full",
     };
-    let exe = std::env::current_exe().context("finding this executable to start workers")?;
+    let exe = this_executable()?;
     let child = Command::new(exe)
         .args([
             "reproduce",
@@ -183,4 +183,15 @@ pub fn train_in_parallel(papers: &[&str], args: &ReproduceArgs, jobs: usize) -> 
         bail!("{} run(s) failed: {}", failed.len(), failed.join("; "));
     }
     Ok(())
+}
+
+/// The running executable, for workers: on Linux `/proc/self/exe`, which still runs this
+/// very binary when `cargo build` has replaced the file during a long reproduction (the
+/// path `current_exe` returns then names a deleted file, and a rebuilt binary would be
+/// another commit); elsewhere `current_exe`.
+fn this_executable() -> Result<PathBuf> {
+    if cfg!(target_os = "linux") && std::path::Path::new("/proc/self/exe").exists() {
+        return Ok(PathBuf::from("/proc/self/exe"));
+    }
+    std::env::current_exe().context("finding this executable to start workers")
 }
