@@ -112,11 +112,14 @@ fn number_tokens(text: &str) -> Vec<(&str, Option<char>)> {
 }
 
 /// Every number the results of one paper hold, sorted: its table reports under
-/// `results` (without `details`; of a run's `epochs` only the last) and its configs and
-/// published values under `configs`.
+/// `results` (without `details`; of a run's `epochs` only the last), a study's summary
+/// under `results/study` where there is one, and its configs and published values under
+/// `configs`.
 pub fn reference_values(results: &Path, configs: &Path) -> Result<Vec<f64>> {
     let mut values = Vec::new();
-    for dir in [results, configs] {
+    let study = results.join("study");
+    let study = study.is_dir().then_some(study.as_path());
+    for dir in [Some(results), study, Some(configs)].into_iter().flatten() {
         let entries =
             std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
         for entry in entries {

@@ -42,6 +42,9 @@ enum Command {
     },
     /// Reproduce the papers' tables and compare them with the published numbers.
     Reproduce(dp_papers::ReproduceArgs),
+    /// The Wide paper's word2vec: ours beside Opacus, the update rules under DP noise,
+    /// and sparse DP-SGD tuned on the validation split (docs/reproduction/wide.md).
+    WideStudy(dp_papers::wide::study::StudyArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Bench { suite } => bench::run(suite),
         Command::GpuCheck { device, steps } => gpu_check::run(&device, steps.max(1)),
         Command::Reproduce(args) => dp_papers::run(args),
+        Command::WideStudy(args) => dp_papers::wide::study::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -111,6 +111,12 @@ impl RunFingerprint {
                 beta2,
                 eps,
             } => (format!("adam (betas {beta1}, {beta2}; eps {eps})"), lr),
+            Optimizer::LazyAdam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+            } => (format!("lazy adam (betas {beta1}, {beta2}; eps {eps})"), lr),
         };
         map.insert(F::Optimizer, kind);
         map.insert(F::Lr, lr.to_string());

@@ -37,15 +37,16 @@ pub enum WideMethod {
     },
 }
 
-/// What a method runs with besides the model and data: Poisson rate q, S₁, Adam's η, δ.
+/// What a method runs with besides the model and data: Poisson rate q, S₁, the update
+/// rule, δ.
 #[derive(Clone, Copy, Debug)]
 pub struct WideSettings {
     /// q = b/n.
     pub sampling_rate: f64,
     /// S₁: the per-example clipping norm.
     pub clip: f64,
-    /// Adam's η.
-    pub lr: f64,
+    /// The update rule (the paper: Adam, η = 0.001).
+    pub optimizer: Optimizer,
     /// δ of the engine's ledger.
     pub delta: f64,
 }
@@ -71,9 +72,21 @@ impl Algorithm<SharedEmbedding> for WideAlgorithm {
     }
 }
 
+impl WideSettings {
+    /// Adam as the paper runs it (Opacus's defaults: β₁ 0.9, β₂ 0.999, ε 1e-8) at `lr`.
+    pub fn adam(lr: f64) -> Optimizer {
+        Optimizer::Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        }
+    }
+}
+
 impl WideMethod {
-    /// The engine's configuration: Poisson sampling, Adam as the paper's TF code runs it
-    /// (β₁ 0.9, β₂ 0.999, ε 1e-8), the expected batch size as divisor for private runs
+    /// The engine's configuration: Poisson sampling, the settings' update rule, the
+    /// expected batch size as divisor for private runs
     /// (the realised one without privacy), and the Gaussian at σ over S₁ (dense) or S₂
     /// (sparse), its ledger kept by the RDP accountant the table reports with.
     pub fn config(&self, s: WideSettings) -> TrainConfig {
@@ -106,12 +119,7 @@ impl WideMethod {
                 sampling_rate: s.sampling_rate,
             },
             privacy,
-            optimizer: Optimizer::Adam {
-                lr: s.lr,
-                beta1: 0.9,
-                beta2: 0.999,
-                eps: 1e-8,
-            },
+            optimizer: s.optimizer,
             normalisation,
         }
     }

@@ -6,7 +6,9 @@ use std::time::Instant;
 use anyhow::Result;
 use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 use dp_mechanisms::NoiseSource;
-use dp_optim::{Control, CoordinateSelection, EpochSummary, Observer, StepReport, Trainer};
+use dp_optim::{
+    Control, CoordinateSelection, EpochSummary, Observer, Optimizer, StepReport, Trainer,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use word2vec::{Canary, CanaryRanker, CorpusConfig, PairSet, SharedEmbedding, Word2VecData};
@@ -16,6 +18,7 @@ use super::Profile;
 mod claims;
 mod method;
 mod report;
+pub mod study;
 pub mod word2vec;
 
 pub use method::{WideAlgorithm, WideMethod, WideSettings};
@@ -63,6 +66,10 @@ pub struct WideRun {
     /// and selection, jointly) is this at the table's δ.
     #[serde(default)]
     pub calibrate_total_epsilon: Option<f64>,
+    /// The update rule, when not the table's Adam at its η (e.g. lazy Adam, chosen on
+    /// the validation split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<Optimizer>,
 }
 
 /// The table.
@@ -255,7 +262,10 @@ fn train_one(
         table.init_std,
         &mut NoiseSource::seeded(1),
     );
-    let settings = settings(table, n);
+    let mut settings = settings(table, n);
+    if let Some(optimizer) = run.optimizer {
+        settings.optimizer = optimizer;
+    }
     let p = model.num_params();
     let event_of = |method: WideMethod| -> Result<DpEvent> {
         Ok(method.step_event(settings, p)?.unwrap_or(DpEvent::NoOp))
@@ -316,7 +326,7 @@ fn settings(table: &WideTable, n: usize) -> WideSettings {
     WideSettings {
         sampling_rate: table.batch_size as f64 / n as f64,
         clip: table.clip,
-        lr: table.lr,
+        optimizer: WideSettings::adam(table.lr),
         delta: table.delta,
     }
 }

@@ -75,6 +75,7 @@ impl ClippedSum {
 #[derive(Clone, Debug)]
 pub struct NoisyGradient {
     sum: Gradient,
+    support: Option<Vec<usize>>,
     batch_size: usize,
     loss_sum: f64,
     nonfinite: usize,
@@ -85,6 +86,12 @@ impl NoisyGradient {
     /// model that keeps its parameters on a device, copied from there).
     pub fn sum(&self) -> Result<Vec<f32>> {
         self.sum.to_host()
+    }
+
+    /// The coordinates the noise was added on, when the release was restricted to a
+    /// support (sparse DP-SGD); `None` for a dense release.
+    pub fn support(&self) -> Option<&[usize]> {
+        self.support.as_deref()
     }
 }
 
@@ -356,6 +363,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         self.nonfinite += clipped.nonfinite as u64;
         Ok(NoisyGradient {
             sum,
+            support: support.map(<[usize]>::to_vec),
             batch_size: clipped.batch_size,
             loss_sum: clipped.loss_sum,
             nonfinite: clipped.nonfinite,
@@ -434,9 +442,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 let scale = (1.0 / divisor.max(1.0)) as f32;
                 let average: Vec<f32> = sum.iter().map(|g| g * scale).collect();
                 let mut theta = self.model.parameters()?;
-                self.config
-                    .optimizer
-                    .update(&mut theta, moments, &average, step);
+                self.config.optimizer.update_on(
+                    &mut theta,
+                    moments,
+                    &average,
+                    step,
+                    gradient.support.as_deref(),
+                );
                 self.model.set_parameters(&theta)?;
             }
             (Gradient::Device(sum), Moments::Device(moments)) => {

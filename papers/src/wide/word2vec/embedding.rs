@@ -137,7 +137,8 @@ impl SharedEmbedding {
         &self.weights[word as usize * d..(word as usize + 1) * d]
     }
 
-    pub(super) fn dot(&self, a: u32, b: u32) -> f64 {
+    /// e_a · e_b.
+    pub fn dot(&self, a: u32, b: u32) -> f64 {
         self.row(a)
             .iter()
             .zip(self.row(b))
