@@ -65,6 +65,20 @@ pub(super) fn claims(
     } else {
         check("sparse methods beat DP-SGD", None, String::new());
     }
+    let (em_tuned, svt_tuned) = (
+        last("sparse DP-SGD, EM selection, tuned"),
+        last("sparse DP-SGD, SVT selection, tuned"),
+    );
+    if let (Some(em), Some(svt), Some(dp)) = (em_tuned, svt_tuned, dp32) {
+        check(
+            "sparse methods beat DP-SGD (σ = 0.32), tuned on the validation split",
+            Some(em.test_loss < dp.test_loss && svt.test_loss < dp.test_loss),
+            format!(
+                "test loss EM {:.4}, SVT {:.4}, DP-SGD {:.4}",
+                em.test_loss, svt.test_loss, dp.test_loss
+            ),
+        );
+    }
     if let (Some(np), Some(dp)) = (np, dp50) {
         let gap = |e: &WideEpoch| e.test_loss - e.train_loss;
         check(

@@ -346,7 +346,7 @@ fn figure1(out: &Path, results: &[Option<WideResult>]) -> Result<Vec<String>> {
                     .iter()
                     .map(|e| (f64::from(e.epoch), pick(e)))
                     .collect(),
-                dashed: false,
+                dashed: r.label.ends_with("tuned"),
             })
             .collect();
         if series.is_empty() {

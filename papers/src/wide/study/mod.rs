@@ -152,3 +152,46 @@ pub fn lazy_adam(lr: f64) -> Optimizer {
         eps: 1e-8,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wide::WideMethod;
+
+    /// The figure's tuned runs are the settings the committed grid chose (the selection
+    /// ε is calibrated by both, so only its kind is compared).
+    #[test]
+    fn figure1_runs_the_settings_the_grid_chose() -> Result<()> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/reproduction/wide/study/summary.json"
+        );
+        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+        let table = figure1()?;
+        for kind in ["EM", "SVT"] {
+            let chosen: StudyRun = serde_json::from_value(summary["tuned"][kind]["run"].clone())?;
+            let label = format!("sparse DP-SGD, {kind} selection, tuned");
+            let run = table
+                .runs
+                .iter()
+                .find(|r| r.label == label)
+                .context(label)?;
+            assert_eq!(run.optimizer, Some(chosen.optimizer), "{kind}");
+            assert_eq!(run.calibrate_total_epsilon, chosen.calibrate_total_epsilon);
+            let shape = |m: WideMethod| match m {
+                WideMethod::Sparse {
+                    noise_multiplier,
+                    fraction,
+                    second_clip,
+                    selection,
+                } => {
+                    let selection = serde_json::to_value(selection).map(|v| v["kind"].clone());
+                    Some((noise_multiplier, fraction, second_clip, selection.ok()))
+                }
+                _ => None,
+            };
+            assert_eq!(shape(run.method), shape(chosen.method), "{kind}");
+        }
+        Ok(())
+    }
+}

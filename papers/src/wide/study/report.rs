@@ -243,9 +243,12 @@ fn tuning_section(
         "## Sparse DP-SGD tuned on the validation split\n\n\
          {} runs, {wall:.0} s of wall time; each run's selection ε per step is calibrated so \
          that the full 20-epoch run is at ε = 30 (noise and selection jointly, δ = 1e-5). \
-         Ranked by the final validation loss; the test loss is shown, not used.\n\n\
+         Ranked by the final validation loss; the test loss is shown, not used. The untrained \
+         embedding (step 0): validation loss {:.4}, test loss {:.4}.\n\n\
          | selection | σ | γ | S₂ | rule | selection ε/step | ε (20 epochs) | validation loss | test loss | drift RMS |\n|---|---|---|---|---|---|---|---|---|---|",
-        grid.len()
+        grid.len(),
+        grid[0].points[0].validation_loss,
+        grid[0].points[0].test_loss,
     )?;
     let mut chosen = serde_json::Map::new();
     for c in &grid {
@@ -265,7 +268,7 @@ fn tuning_section(
         let p = last(c);
         writeln!(
             md,
-            "| {kind} | {noise_multiplier} | {fraction} | {second_clip} | {} | {epsilon:.4} | {:.2} | {:.3} | {:.3} | {:.4} |",
+            "| {kind} | {noise_multiplier} | {fraction} | {second_clip} | {} | {epsilon:.4} | {:.2} | {:.4} | {:.4} | {:.4} |",
             rule_name(&c.run.optimizer),
             c.full_run_epsilon.unwrap_or(f64::NAN),
             p.validation_loss,
