@@ -163,6 +163,7 @@ pub fn accounting_report(
                     .map(|(e, r)| (*e, r.get(key).unwrap_or(f64::NAN)))
                     .collect(),
                 dashed,
+                spread: Vec::new(),
             };
             line_plot(
                 &out.join(&file),

@@ -319,7 +319,7 @@ pub struct PlotConfig {
 }
 
 /// The y axis of a plot.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PlotY {
     /// The test metric per epoch, one line per run.

@@ -13,6 +13,7 @@
 //! docs/reproduction/README.md says why this is a crate and what a new paper touches.
 
 mod accounting;
+mod claim_box;
 mod config;
 mod dpd;
 pub mod gdp;
@@ -130,10 +131,10 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
             .unwrap_or(&args.out)
             .display()
             .to_string();
-        let text = summary::reproduction_page(&args.out, &link_base)?;
+        let text = summary::reproduction_page(&args.out, &link_base, "reproduction")?;
         training::write_atomically(page, text.as_bytes())?;
         println!("Wrote {}", page.display());
-        return Ok(());
+        return claim_box::write_claim_boxes(&args.out, &base.join("reproduction"));
     }
     let all = papers()?;
     let selected: Vec<&str> = match args.paper.as_str() {
@@ -200,15 +201,48 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         );
     }
     println!("  total wall {:.0} s", started.elapsed().as_secs_f64());
+    write_summary(&args.out)
+}
+
+/// `<out>/REPRODUCTION.md`: the one-page summary of what `out` holds, linking the paper
+/// pages under docs/ (relative, when `out` is), as docs/REPRODUCTION.md does.
+fn write_summary(out: &Path) -> Result<()> {
+    if out.ends_with("docs/reproduction") {
+        return Ok(()); // docs/REPRODUCTION.md is written with --page
+    }
+    let pages = if out.is_relative() {
+        let up = "../".repeat(out.components().count());
+        format!("{up}docs/reproduction")
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/reproduction")
+            .display()
+            .to_string()
+    };
+    let text = summary::reproduction_page(out, ".", &pages)?;
+    let path = out.join("REPRODUCTION.md");
+    training::write_atomically(&path, text.as_bytes())?;
+    println!("  summary: {}", path.display());
     Ok(())
 }
 
 fn list() -> Result<()> {
-    for (id, heading) in papers()? {
+    let papers = papers()?;
+    let mut tables = Vec::new();
+    for (id, _) in &papers {
+        tables.push(load_paper(id)?.0);
+    }
+    let width = tables
+        .iter()
+        .flatten()
+        .map(|t| t.heading.id.chars().count())
+        .max()
+        .unwrap_or(0);
+    for ((id, heading), tables) in papers.iter().zip(&tables) {
         println!("{id}: {heading}");
-        for table in load_paper(&id)?.0 {
+        for table in tables {
             println!(
-                "    {:<12} table {}: {}",
+                "    {:<width$}  table {}: {}",
                 table.heading.id, table.heading.number, table.heading.title
             );
         }

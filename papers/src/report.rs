@@ -193,10 +193,16 @@ impl TableReport {
         let h = &self.header;
         let _ = writeln!(out, "# Table {}: {}\n", self.number, self.title);
         let _ = writeln!(out, "{}\n", self.caption);
+        // With a run cache this invocation may only have assembled the table; the
+        // training time is the runs' own.
+        let wall = match h.runs_wall_s {
+            Some(_) => format!("{:.0} s of table assembly", h.wall_s),
+            None => format!("{:.0} s wall", h.wall_s),
+        };
         let _ = writeln!(
             out,
-            "_Produced by `{}` at commit `{}` ({} profile, seeds {:?}, {} threads, {:.0} s wall, started {})._\n",
-            h.command, h.commit, h.profile, h.seeds, h.threads, h.wall_s, h.started
+            "_Produced by `{}` at commit `{}` ({} profile, seeds {:?}, {} threads, {wall}, started {})._\n",
+            h.command, h.commit, h.profile, h.seeds, h.threads, h.started
         );
         if let Some(total) = h.runs_wall_s {
             let _ = writeln!(
@@ -204,6 +210,16 @@ impl TableReport {
                 "_The training runs took {total:.0} s in all (runs reused from the cache keep \
                  their own times), trained at commit {}._\n",
                 h.run_commits.join(", ")
+            );
+        }
+        if std::iter::once(&h.commit)
+            .chain(&h.run_commits)
+            .any(|c| c.ends_with("-dirty"))
+        {
+            let _ = writeln!(
+                out,
+                "_A commit marked `-dirty` had uncommitted changes when it ran: its code is \
+                 that commit plus edits this page cannot show._\n"
             );
         }
         let _ = writeln!(out, "## Our results\n");

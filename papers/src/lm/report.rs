@@ -279,12 +279,14 @@ fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Resul
             label: "DP-Adam".into(),
             points: private.iter().map(|r| (eps(r), last_test(r))).collect(),
             dashed: false,
+            spread: Vec::new(),
         }];
         if let Some(np) = results.iter().find(|r| r.epsilon_pld.is_none()) {
             series.push(Series {
                 label: "non-private".into(),
                 points: vec![(lo, last_test(np)), (hi, last_test(np))],
                 dashed: true,
+                spread: Vec::new(),
             });
         }
         plot(
@@ -308,11 +310,13 @@ fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Resul
                     label: "audited lower bound".into(),
                     points: claimed,
                     dashed: false,
+                    spread: Vec::new(),
                 },
                 Series {
                     label: "claimed ε".into(),
                     points: vec![(lo, lo), (hi, hi)],
                     dashed: true,
+                    spread: Vec::new(),
                 },
             ],
         )?;
@@ -327,6 +331,7 @@ fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Resul
                 .map(|&n| (x(n), mean_exposure(&r.exposures, n)))
                 .collect(),
             dashed: false,
+            spread: Vec::new(),
         })
         .collect();
     let (x0, x1) = (
@@ -340,6 +345,7 @@ fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Resul
             (x1, std::f64::consts::LOG2_E),
         ],
         dashed: true,
+        spread: Vec::new(),
     });
     plot(
         "exposure",
@@ -358,6 +364,7 @@ fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Resul
                 .map(|e| (f64::from(e.epoch), e.test_perplexity))
                 .collect(),
             dashed: false,
+            spread: Vec::new(),
         })
         .collect();
     plot(

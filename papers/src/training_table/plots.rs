@@ -10,7 +10,7 @@ use super::runs::ByRun;
 use super::TableContext;
 use crate::config::{PlotConfig, PlotY, TrainingTable};
 use crate::epoch_means;
-use crate::plot::{line_plot, Series};
+use crate::plot::{Plot, Reference, Series};
 use crate::report::mean_sd;
 use crate::training::EpochRecord;
 
@@ -42,10 +42,61 @@ pub fn plots(cx: &TableContext<'_>, by_label: &ByRun) -> Result<Vec<String>> {
         if series.is_empty() {
             continue;
         }
-        line_plot(&cx.out.join(&file), &p.title, &x_label, &y_label, &series)?;
+        let references = match p.y {
+            PlotY::Metric => paper_values(cx, &series),
+            _ => vec![],
+        };
+        let plot = Plot {
+            title: format!("{} ({})", p.title, setting(t)),
+            x_label,
+            y_label,
+            series,
+            references,
+            // Per-epoch metrics climb from far below where the runs differ.
+            focus_tail: (p.y == PlotY::Metric).then_some(0.75),
+        };
+        plot.write(&cx.out.join(&file))?;
         plots.push(file);
     }
     Ok(plots)
+}
+
+/// "dataset, model, δ" for a plot's title.
+fn setting(t: &TrainingTable) -> String {
+    let name = |v: serde_json::Result<serde_json::Value>| {
+        v.ok().and_then(|v| {
+            v.as_str()
+                .or_else(|| v["kind"].as_str())
+                .map(str::to_string)
+        })
+    };
+    let parts: Vec<String> = [
+        name(serde_json::to_value(t.dataset)),
+        name(serde_json::to_value(t.model)),
+    ]
+    .into_iter()
+    .flatten()
+    .chain([format!("δ = {:e}", t.delta)])
+    .collect();
+    parts.join(", ")
+}
+
+/// The paper's final value of each plotted run, as a hollow marker at its last epoch.
+fn paper_values(cx: &TableContext<'_>, series: &[Series]) -> Vec<Reference> {
+    series
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let value = cx.published.find(&cx.table.id, &s.label, "metric")?;
+            let last = s.points.last()?.0;
+            Some(Reference {
+                label: format!("paper: {}", s.label),
+                x: Some(last),
+                y: value.value,
+                series: Some(i),
+            })
+        })
+        .collect()
 }
 
 /// The index of the run labelled `label`, or an error naming the plot.
@@ -62,13 +113,41 @@ fn metric_series(t: &TrainingTable, p: &PlotConfig, by_label: &ByRun) -> Result<
         .iter()
         .map(|label| {
             let i = run_index(t, p, label)?;
+            let (points, spread) = epoch_spread(&by_label[&i], |e| Some(e.metric));
             Ok(Series {
                 label: label.clone(),
-                points: epoch_means(&by_label[&i], |e| Some(e.metric)),
+                points,
                 dashed: false,
+                spread,
             })
         })
         .collect()
+}
+
+/// Per-epoch means and sds over seeds (no spread with one seed).
+fn epoch_spread(
+    results: &[crate::training::RunResult],
+    field: impl Fn(&EpochRecord) -> Option<f64>,
+) -> (Vec<(f64, f64)>, Vec<f64>) {
+    let epochs = results.iter().map(|r| r.epochs.len()).max().unwrap_or(0);
+    let mut points = Vec::new();
+    let mut spread = Vec::new();
+    for i in 0..epochs {
+        let values: Vec<f64> = results
+            .iter()
+            .filter_map(|r| r.epochs.get(i).and_then(&field))
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        let (mean, sd) = mean_sd(&values);
+        points.push(((i + 1) as f64, mean));
+        spread.push(sd.unwrap_or(0.0));
+    }
+    if spread.iter().all(|&s| s == 0.0) {
+        spread.clear();
+    }
+    (points, spread)
 }
 
 /// The metric against ε of all steps (and, for SA-DPSGD, against the paper's ε).
@@ -91,6 +170,7 @@ fn metric_versus_epsilon(
             label: format!("{label} (ε of all steps)"),
             points: pairs(|e| e.eps_ma),
             dashed: false,
+            spread: Vec::new(),
         });
         let paper = pairs(|e| e.eps_paper);
         if !paper.is_empty() {
@@ -98,6 +178,7 @@ fn metric_versus_epsilon(
                 label: format!("{label} (paper's ε of accepted steps)"),
                 points: paper,
                 dashed: true,
+                spread: Vec::new(),
             });
         }
     }
@@ -146,6 +227,7 @@ fn metric_versus_budget(
             label: name,
             points: line,
             dashed: false,
+            spread: Vec::new(),
         });
     }
     if x0.is_finite() {
@@ -154,6 +236,7 @@ fn metric_versus_budget(
                 label,
                 points: vec![(x0, metric), (x1, metric)],
                 dashed: true,
+                spread: Vec::new(),
             });
         }
     }
@@ -169,16 +252,19 @@ fn epsilon_series(t: &TrainingTable, p: &PlotConfig, by_label: &ByRun) -> Result
             label: "moments accountant (RDP, classic)".into(),
             points: epoch_means(r, |e| e.eps_ma),
             dashed: false,
+            spread: Vec::new(),
         },
         Series {
             label: "CLT, Poisson (asymptotic)".into(),
             points: epoch_means(r, |e| e.eps_clt),
             dashed: true,
+            spread: Vec::new(),
         },
         Series {
             label: "PLD (tight)".into(),
             points: epoch_means(r, |e| e.eps_pld),
             dashed: false,
+            spread: Vec::new(),
         },
     ])
 }

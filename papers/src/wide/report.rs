@@ -327,12 +327,12 @@ fn figure1(out: &Path, results: &[Option<WideResult>]) -> Result<Vec<String>> {
     for (file, title, pick) in [
         (
             "figure1-train-loss",
-            "Figure 1: training loss per epoch",
+            "Figure 1: word2vec on Brown, training loss per epoch (δ = 1e-5)",
             (|e: &WideEpoch| e.train_loss) as fn(&WideEpoch) -> f64,
         ),
         (
             "figure1-test-loss",
-            "Figure 1: test loss per epoch",
+            "Figure 1: word2vec on Brown, test loss per epoch (δ = 1e-5)",
             |e: &WideEpoch| e.test_loss,
         ),
     ] {
@@ -347,6 +347,7 @@ fn figure1(out: &Path, results: &[Option<WideResult>]) -> Result<Vec<String>> {
                     .map(|e| (f64::from(e.epoch), pick(e)))
                     .collect(),
                 dashed: r.label.ends_with("tuned"),
+                spread: Vec::new(),
             })
             .collect();
         if series.is_empty() {

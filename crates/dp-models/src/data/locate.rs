@@ -29,6 +29,9 @@ pub struct DataLocator {
     data_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     allow_download: bool,
+    /// How errors name the two directories (`$DP_DATA_DIR`, `~/.cache/dp-rs`, …), so
+    /// that a message written into a report carries no path of the machine.
+    labels: [Option<String>; 2],
 }
 
 impl DataLocator {
@@ -40,13 +43,21 @@ impl DataLocator {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
         };
-        let cache_dir = env_path("DP_CACHE_DIR")
-            .or_else(|| env_path("XDG_CACHE_HOME").map(|p| p.join("dp-rs")))
-            .or_else(|| env_path("HOME").map(|p| p.join(".cache").join("dp-rs")));
+        let (cache_dir, cache_label) = match (
+            env_path("DP_CACHE_DIR"),
+            env_path("XDG_CACHE_HOME"),
+            env_path("HOME"),
+        ) {
+            (Some(p), _, _) => (Some(p), "$DP_CACHE_DIR"),
+            (None, Some(p), _) => (Some(p.join("dp-rs")), "$XDG_CACHE_HOME/dp-rs"),
+            (None, None, Some(p)) => (Some(p.join(".cache").join("dp-rs")), "~/.cache/dp-rs"),
+            (None, None, None) => (None, ""),
+        };
         DataLocator {
             data_dir: env_path("DP_DATA_DIR").map(|p| Self::resolve_data_dir(&p)),
             cache_dir,
             allow_download: std::env::var("DP_OFFLINE").map_or(true, |v| v != "1"),
+            labels: [Some("$DP_DATA_DIR".into()), Some(cache_label.into())],
         }
     }
 
@@ -79,12 +90,32 @@ impl DataLocator {
             data_dir,
             cache_dir,
             allow_download,
+            labels: [None, None],
+        }
+    }
+
+    /// The directories searched for `dataset`, as errors name them.
+    fn looked_in(&self, dataset: &str) -> String {
+        let looked: Vec<String> = [&self.data_dir, &self.cache_dir]
+            .into_iter()
+            .zip(&self.labels)
+            .filter_map(|(dir, label)| {
+                let dir = dir.as_ref()?;
+                Some(match label {
+                    Some(label) => format!("{label}/{dataset}"),
+                    None => dir.join(dataset).display().to_string(),
+                })
+            })
+            .collect();
+        if looked.is_empty() {
+            "(DP_DATA_DIR unset and no cache directory)".into()
+        } else {
+            looked.join(", ")
         }
     }
 
     /// The uncompressed, checksum-verified content of `file`.
     pub fn read(&self, file: &DatasetFile) -> Result<Vec<u8>> {
-        let mut looked = Vec::new();
         for dir in [&self.data_dir, &self.cache_dir].into_iter().flatten() {
             let dir = dir.join(file.dataset);
             for name in file.names {
@@ -94,10 +125,6 @@ impl DataLocator {
                     }
                 }
             }
-            looked.push(dir.display().to_string());
-        }
-        if looked.is_empty() {
-            looked.push("(DP_DATA_DIR unset and no cache directory)".into());
         }
         let download = match (&self.cache_dir, self.allow_download) {
             (Some(cache), true) => match download_into(file, &cache.join(file.dataset)) {
@@ -110,7 +137,7 @@ impl DataLocator {
         Err(Error::DataNotPresent {
             dataset: file.dataset.into(),
             file: file.names[0].into(),
-            looked: looked.join(", "),
+            looked: self.looked_in(file.dataset),
             download,
         })
     }
@@ -175,16 +202,11 @@ impl DataLocator {
     /// The verified bytes of `archive`: `$DP_DATA_DIR/<dataset>/<name>`, then the cache,
     /// then a download into the cache.
     pub fn read_archive(&self, archive: &ArchiveFile) -> Result<Vec<u8>> {
-        let mut looked = Vec::new();
         for dir in [&self.data_dir, &self.cache_dir].into_iter().flatten() {
             let candidate = dir.join(archive.dataset).join(archive.name);
             if candidate.is_file() {
                 return read_md5_verified(&candidate, archive.md5);
             }
-            looked.push(dir.join(archive.dataset).display().to_string());
-        }
-        if looked.is_empty() {
-            looked.push("(DP_DATA_DIR unset and no cache directory)".into());
         }
         let download = match (&self.cache_dir, self.allow_download) {
             (Some(cache), true) => {
@@ -202,7 +224,7 @@ impl DataLocator {
         Err(Error::DataNotPresent {
             dataset: archive.dataset.into(),
             file: archive.name.into(),
-            looked: looked.join(", "),
+            looked: self.looked_in(archive.dataset),
             download,
         })
     }
@@ -291,4 +313,38 @@ pub(crate) fn tar_gz_files(
         files.push((path, content));
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A locator from the environment names its directories by their variables, so a
+    /// "data not present" message written into a committed report carries no path of the
+    /// machine that wrote it.
+    #[test]
+    fn missing_data_is_reported_without_machine_paths() {
+        let root = std::env::temp_dir().join("dp-rs-locate-labels");
+        let locator = DataLocator {
+            data_dir: Some(root.join("data")),
+            cache_dir: Some(root.join("cache")),
+            allow_download: false,
+            labels: [Some("$DP_DATA_DIR".into()), Some("~/.cache/dp-rs".into())],
+        };
+        let archive = ArchiveFile {
+            dataset: "imdb",
+            name: "aclImdb_v1.tar.gz",
+            md5: "",
+            url: "https://example.invalid/aclImdb_v1.tar.gz",
+        };
+        let message = locator
+            .read_archive(&archive)
+            .expect_err("nothing to find")
+            .to_string();
+        assert!(
+            message.contains("$DP_DATA_DIR/imdb, ~/.cache/dp-rs/imdb"),
+            "{message}"
+        );
+        assert!(!message.contains(&root.display().to_string()), "{message}");
+    }
 }

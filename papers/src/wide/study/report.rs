@@ -102,6 +102,7 @@ fn opacus_section(
                         .map(|p| (p.step as f64, p.test_loss))
                         .collect(),
                     dashed: k == 1,
+                    spread: Vec::new(),
                 });
             }
         }
@@ -196,11 +197,13 @@ fn optimizer_section(
             label: label.clone(),
             points: of(|p| p.drift_rms),
             dashed: i % 2 == 1,
+            spread: Vec::new(),
         });
         dots.push(Series {
             label,
             points: of(|p| p.dot_rms),
             dashed: i % 2 == 1,
+            spread: Vec::new(),
         });
     }
     line_plot(
