@@ -32,9 +32,20 @@ fn claims(report: &serde_json::Value) -> Vec<(String, Option<bool>)> {
         .collect()
 }
 
+/// The first sentence of a finding.
+fn first_sentence(finding: &str) -> String {
+    finding
+        .split_inclusive(". ")
+        .next()
+        .unwrap_or(finding)
+        .trim()
+        .to_string()
+}
+
 /// The box for `paper` from its table reports under `root`.
 pub fn claim_box(root: &Path, paper: &str) -> Result<String> {
     let mut all = Vec::new();
+    let mut findings = Vec::new();
     for table in load_paper(paper)?.0 {
         let path = root.join(paper).join(format!("{}.json", table.heading.id));
         let Ok(text) = std::fs::read_to_string(&path) else {
@@ -43,6 +54,17 @@ pub fn claim_box(root: &Path, paper: &str) -> Result<String> {
         let report: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         all.extend(claims(&report));
+        let first = report["findings"].as_array().into_iter().flatten();
+        findings.extend(first.filter_map(|f| f.as_str()).take(2).map(first_sentence));
+    }
+    if all.is_empty() {
+        return Ok([
+            START.to_string(),
+            "> **What held, what did not** — no published claims to check here; the tables' findings:".into(),
+            format!("> - {}", findings.join(" ")),
+            END.to_string(),
+        ]
+        .join("\n"));
     }
     let line = |name: &str, want: Option<bool>| {
         let picked: Vec<String> = all

@@ -78,6 +78,14 @@ pub(super) fn claims(
                 em.test_loss, svt.test_loss, dp.test_loss
             ),
         );
+        check(
+            "EM selection is slightly better than SVT, tuned on the validation split",
+            Some(em.test_loss < svt.test_loss),
+            format!(
+                "test loss EM {:.4} vs SVT {:.4}",
+                em.test_loss, svt.test_loss
+            ),
+        );
     }
     if let (Some(np), Some(dp)) = (np, dp50) {
         let gap = |e: &WideEpoch| e.test_loss - e.train_loss;
