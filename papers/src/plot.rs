@@ -123,7 +123,7 @@ pub struct Plot {
     /// The paper's values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<Reference>,
-    /// Fit y to the points with x in the last fraction of the x range only (e.g. 0.75:
+    /// Fit y to the points in the last fraction of each series' x range only (e.g. 0.75:
     /// ignore the first quarter's climb, where per-epoch accuracies start far below the
     /// differences that matter); `None`: all points.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,11 +176,13 @@ impl Plot {
                 .chain(self.references.iter().filter_map(|r| r.x)),
         )
         .ok_or_else(|| anyhow!("nothing to plot for {:?}", self.title))?;
-        let from = self
-            .focus_tail
-            .map_or(f64::NEG_INFINITY, |f| x.1 - f * (x.1 - x.0));
         let mut ys = Vec::new();
         for s in &self.series {
+            // Each series' own tail, so that a short run is not focused away.
+            let own = extent(s.points.iter().map(|p| p.0)).unwrap_or((0.0, 0.0));
+            let from = self
+                .focus_tail
+                .map_or(f64::NEG_INFINITY, |f| own.1 - f * (own.1 - own.0));
             for (i, &(px, py)) in s.points.iter().enumerate() {
                 if px >= from {
                     let half = s.spread.get(i).copied().unwrap_or(0.0).abs();
@@ -226,7 +228,7 @@ impl Plot {
         path: &Path,
         layout: &Layout,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (960, 470)).into_drawing_area();
+        let root = SVGBackend::new(path, (1040, 470)).into_drawing_area();
         root.fill(&WHITE)?;
         // The title spans the whole width, above the chart and the legend.
         let root = root.titled(&self.title, ("sans-serif", 15))?;
@@ -344,7 +346,7 @@ fn legend(
 
 /// Legend text cut to the width beside the chart.
 fn shorten(label: &str) -> String {
-    const MAX: usize = 38;
+    const MAX: usize = 50;
     if label.chars().count() <= MAX {
         label.to_string()
     } else {

@@ -161,24 +161,31 @@ fn metric_versus_epsilon(
         let i = run_index(t, p, label)?;
         let pairs = |eps: fn(&EpochRecord) -> Option<f64>| {
             let x = epoch_means(&by_label[&i], eps);
-            let y = epoch_means(&by_label[&i], |e| Some(e.metric));
-            x.iter()
-                .filter_map(|&(epoch, e)| y.iter().find(|p| p.0 == epoch).map(|p| (e, p.1)))
-                .collect::<Vec<_>>()
+            let (y, sd) = epoch_spread(&by_label[&i], |e| Some(e.metric));
+            let mut points = Vec::new();
+            let mut spread = Vec::new();
+            for &(epoch, e) in &x {
+                if let Some(k) = y.iter().position(|p| p.0 == epoch) {
+                    points.push((e, y[k].1));
+                    spread.extend(sd.get(k));
+                }
+            }
+            (points, spread)
         };
+        let (points, spread) = pairs(|e| e.eps_ma);
         series.push(Series {
             label: format!("{label} (ε of all steps)"),
-            points: pairs(|e| e.eps_ma),
+            points,
             dashed: false,
-            spread: Vec::new(),
+            spread,
         });
-        let paper = pairs(|e| e.eps_paper);
+        let (paper, spread) = pairs(|e| e.eps_paper);
         if !paper.is_empty() {
             series.push(Series {
                 label: format!("{label} (paper's ε of accepted steps)"),
                 points: paper,
                 dashed: true,
-                spread: Vec::new(),
+                spread,
             });
         }
     }
@@ -193,7 +200,7 @@ fn metric_versus_budget(
     by_label: &ByRun,
 ) -> Result<Vec<Series>> {
     let mut order: Vec<String> = vec![];
-    let mut points: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut points: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
     let mut flat = vec![];
     for label in &p.runs {
         let i = run_index(t, p, label)?;
@@ -201,14 +208,17 @@ fn metric_versus_budget(
         if results.is_empty() {
             continue;
         }
-        let metric = mean_sd(&finals(results, &|e| Some(e.metric))).0;
+        let (metric, sd) = mean_sd(&finals(results, &|e| Some(e.metric)));
         match t.runs[i].target_epsilon() {
             Some(eps) => {
                 let name = t.runs[i].series.clone().unwrap_or(label.clone());
                 if !order.contains(&name) {
                     order.push(name.clone());
                 }
-                points.entry(name).or_default().push((eps, metric));
+                points
+                    .entry(name)
+                    .or_default()
+                    .push((eps, metric, sd.unwrap_or(0.0)));
             }
             None => flat.push((label.clone(), metric)),
         }
@@ -223,11 +233,15 @@ fn metric_versus_budget(
     for name in order {
         let mut line = points.remove(&name).unwrap_or_default();
         line.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut spread: Vec<f64> = line.iter().map(|p| p.2).collect();
+        if spread.iter().all(|&s| s == 0.0) {
+            spread.clear();
+        }
         series.push(Series {
             label: name,
-            points: line,
+            points: line.iter().map(|p| (p.0, p.1)).collect(),
             dashed: false,
-            spread: Vec::new(),
+            spread,
         });
     }
     if x0.is_finite() {
