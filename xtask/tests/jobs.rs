@@ -113,5 +113,9 @@ fn two_jobs_give_the_tables_of_one() {
         .expect("worker logs")
         .count();
     assert!(logs > 0);
+    // The run's one-page summary, as docs/REPRODUCTION.md: every table and plot linked.
+    let page = std::fs::read_to_string(one.join("REPRODUCTION.md")).expect("summary page");
+    assert!(page.contains("](./sa-dpsgd/table1-mnist.md)"), "{page}");
+    assert!(page.contains(".svg)"), "no plot linked:\n{page}");
     let _ = std::fs::remove_dir_all(&root);
 }
