@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::compare;
 use super::config::{AccountingRow, Published, TableHeading};
-use super::plot::{line_plot, Series};
+use super::plot::{Plot, Reference, Series};
 use super::report::{fmt, RunHeader, TableReport};
 
 /// Every accountant's reading of one (q, σ, T, δ).
@@ -165,20 +165,39 @@ pub fn accounting_report(
                 dashed,
                 spread: Vec::new(),
             };
-            line_plot(
-                &out.join(&file),
-                &format!(
+            let mut references = Vec::new();
+            for (series, (key, name)) in [("eps_ma", "moments accountant"), ("eps_clt", "CLT")]
+                .into_iter()
+                .enumerate()
+            {
+                for (epochs, _) in &readings {
+                    let label = row_label(row, *epochs);
+                    if let Some(p) = published.find(&table.id, &label, key) {
+                        references.push(Reference {
+                            label: format!("paper: {name}"),
+                            x: Some(*epochs),
+                            y: p.value,
+                            series: Some(series),
+                        });
+                    }
+                }
+            }
+            Plot {
+                title: format!(
                     "{}: ε(δ = {:e}) for σ = {}, B = {}",
                     row.dataset, row.delta, row.sigma, row.batch_size
                 ),
-                "epochs",
-                "ε",
-                &[
+                x_label: "epochs".into(),
+                y_label: "ε".into(),
+                series: vec![
                     line("moments accountant (RDP, classic)", "eps_ma", false),
                     line("CLT, Poisson (asymptotic)", "eps_clt", true),
                     line("PLD (tight)", "eps_pld", false),
                 ],
-            )?;
+                references,
+                focus_tail: None,
+            }
+            .write(&out.join(&file))?;
             plots.push(file);
         }
     }

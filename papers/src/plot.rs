@@ -326,7 +326,13 @@ fn legend(
         area.draw(&Text::new(shorten(&s.label), (40, y - 6), font.clone()))?;
         y += 18;
     }
+    let mut shown: Vec<&str> = Vec::new();
     for r in &plot.references {
+        // One legend row per distinct label (a paper's values at several epochs).
+        if shown.contains(&r.label.as_str()) {
+            continue;
+        }
+        shown.push(&r.label);
         let colour = r
             .series
             .and_then(|i| layout.styles.get(i))
