@@ -23,6 +23,7 @@ mod device;
 mod resume;
 mod sparse;
 mod step;
+mod update;
 
 pub use step::{ClippedSum, NoisyGradient, Snapshot, StepCharge};
 

@@ -23,7 +23,7 @@ use dp_models::{ClipRule, ClippedGradient, PrivateModel};
 
 use super::device::{Gradient, Moments};
 use super::{PrivacyEngine, StepReport};
-use crate::config::{GradientNormalisation, PrivacyConfig};
+use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
 use crate::sampler::{Sampler, ShuffleState};
 
@@ -74,11 +74,11 @@ impl ClippedSum {
 /// that ε does **not** cover (loss, non-finite count; see [`StepReport`]).
 #[derive(Clone, Debug)]
 pub struct NoisyGradient {
-    sum: Gradient,
-    support: Option<Vec<usize>>,
-    batch_size: usize,
-    loss_sum: f64,
-    nonfinite: usize,
+    pub(super) sum: Gradient,
+    pub(super) support: Option<Vec<usize>>,
+    pub(super) batch_size: usize,
+    pub(super) loss_sum: f64,
+    pub(super) nonfinite: usize,
 }
 
 impl NoisyGradient {
@@ -424,59 +424,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         mechanism.release_in_place_f32(&mut values, &mut self.noise);
         support.iter().zip(values).for_each(|(&j, v)| sum[j] = v);
         Ok(())
-    }
-
-    /// Divides the noisy sum by what the configuration names (the expected batch size by
-    /// default) and applies the optimiser to θ.
-    pub fn apply_update(&mut self, gradient: &NoisyGradient) -> Result<StepReport> {
-        let b = gradient.batch_size;
-        let divisor = match self.config.normalisation {
-            GradientNormalisation::ExpectedBatchSize => {
-                self.config.sampler.expected_batch_size(self.dataset_size)
-            }
-            GradientNormalisation::RealisedBatchSize => b as f64,
-        };
-        let step = self.steps.max(1);
-        match (&gradient.sum, &mut self.moments) {
-            (Gradient::Host(sum), Moments::Host(moments)) => {
-                let scale = (1.0 / divisor.max(1.0)) as f32;
-                let average: Vec<f32> = sum.iter().map(|g| g * scale).collect();
-                let mut theta = self.model.parameters()?;
-                self.config.optimizer.update_on(
-                    &mut theta,
-                    moments,
-                    &average,
-                    step,
-                    gradient.support.as_deref(),
-                );
-                self.model.set_parameters(&theta)?;
-            }
-            (Gradient::Device(sum), Moments::Device(moments)) => {
-                let vars = self.model.device_parameters().ok_or_else(|| {
-                    Error::UnprotectedParameter(
-                        "the model no longer keeps its parameters on a device".into(),
-                    )
-                })?;
-                let scale = f64::from((1.0 / divisor.max(1.0)) as f32);
-                self.config
-                    .optimizer
-                    .update_tensors(&vars, moments, sum, scale, step)?;
-            }
-            _ => {
-                return Err(Error::UnprotectedParameter(
-                    "a host gradient for device parameters, or the reverse".into(),
-                ))
-            }
-        }
-        Ok(StepReport {
-            batch_size: b,
-            mean_loss: if b == 0 {
-                f64::NAN
-            } else {
-                gradient.loss_sum / b as f64
-            },
-            nonfinite_gradients: gradient.nonfinite,
-        })
     }
 
     /// Releases one scalar statistic of private data through `mechanism`, run on a batch
