@@ -62,7 +62,7 @@ pub fn load_data(choice: DatasetChoice) -> Result<std::result::Result<LoadedData
             test,
             movielens,
         })),
-        Err(e @ dp_models::Error::DataNotPresent { .. }) => Ok(Err(e.to_string())),
+        Err(e @ dp_models::Error::DataNotPresent { .. }) => Ok(Err(e.portable())),
         Err(e) => Err(e).context(format!("loading {choice:?}")),
     }
 }

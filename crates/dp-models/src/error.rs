@@ -16,7 +16,7 @@ pub enum Error {
         /// The file.
         file: String,
         /// Every place searched.
-        looked: String,
+        looked: Box<Searched>,
         /// What happened to the download attempt.
         download: String,
     },
@@ -81,6 +81,23 @@ pub enum Error {
     Mechanisms(#[from] dp_mechanisms::Error),
 }
 
+/// The directories a dataset was looked for in: as paths (what `Display` shows, for the
+/// user at the terminal) and as the variables that set them (`$DP_DATA_DIR/mnist`), for
+/// text that outlives the machine ([`Error::portable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Searched {
+    /// The paths, comma-separated.
+    pub paths: String,
+    /// The same, named by their variables.
+    pub named: String,
+}
+
+impl std::fmt::Display for Searched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.paths)
+    }
+}
+
 impl Error {
     /// [`Error::InvalidModel`] of `part`.
     pub fn invalid_model(part: &'static str, reason: impl Into<String>) -> Self {
@@ -95,6 +112,24 @@ impl Error {
         Error::InvalidData {
             what,
             reason: reason.into(),
+        }
+    }
+
+    /// The message without paths of this machine, for text that is committed or shared
+    /// (a reproduction report): a [`DataNotPresent`](Error::DataNotPresent) names the
+    /// directories by their variables; every other error is its `Display`.
+    pub fn portable(&self) -> String {
+        match self {
+            Error::DataNotPresent {
+                dataset,
+                file,
+                looked,
+                download,
+            } => format!(
+                "data not present: {dataset} file {file} not found; looked in {}; {download}",
+                looked.named
+            ),
+            other => other.to_string(),
         }
     }
 }

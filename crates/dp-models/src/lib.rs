@@ -34,7 +34,7 @@ mod private_model;
 mod training_data;
 
 pub use clip_rule::ClipRule;
-pub use error::{Error, Result};
+pub use error::{Error, Result, Searched};
 pub use private_model::{
     clipped_gradient_of_batch, Classifier, ClippedGradient, DeviceClippedGradient, PrivateModel,
     SparsePrivateModel,

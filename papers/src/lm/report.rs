@@ -51,7 +51,7 @@ pub fn lm_report(
             println!("  {e}");
             let rows = not_run_rows(table, &columns, "data not present");
             return Ok(TableReport {
-                findings: vec![format!("Nothing was trained: {e}")],
+                findings: vec![format!("Nothing was trained: {}", e.portable())],
                 ..TableReport::for_table(paper, heading, header(0.0), columns, rows)
             });
         }

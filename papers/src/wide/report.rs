@@ -55,7 +55,7 @@ pub fn wide_report(
                 paper,
                 table_config,
                 table,
-                &e.to_string(),
+                &e.portable(),
                 header,
                 columns,
             ));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Searched};
 
 /// One file of a dataset, identified by the SHA-256 of its *uncompressed* content (the
 /// gzip bytes differ between mirrors and repackagings; the content does not).
@@ -94,24 +94,32 @@ impl DataLocator {
         }
     }
 
-    /// The directories searched for `dataset`, as errors name them.
-    fn looked_in(&self, dataset: &str) -> String {
-        let looked: Vec<String> = [&self.data_dir, &self.cache_dir]
+    /// The directories searched for `dataset`: as paths, and as their variables name them
+    /// (`$DP_DATA_DIR/<dataset>`, `~/.cache/dp-rs/<dataset>`; paths where none does).
+    fn looked_in(&self, dataset: &str) -> Box<Searched> {
+        let mut paths = Vec::new();
+        let mut named = Vec::new();
+        for (dir, label) in [&self.data_dir, &self.cache_dir]
             .into_iter()
             .zip(&self.labels)
-            .filter_map(|(dir, label)| {
-                let dir = dir.as_ref()?;
-                Some(match label {
-                    Some(label) => format!("{label}/{dataset}"),
-                    None => dir.join(dataset).display().to_string(),
-                })
-            })
-            .collect();
-        if looked.is_empty() {
-            "(DP_DATA_DIR unset and no cache directory)".into()
-        } else {
-            looked.join(", ")
+        {
+            let Some(dir) = dir else { continue };
+            let path = dir.join(dataset).display().to_string();
+            named.push(
+                label
+                    .as_ref()
+                    .map_or(path.clone(), |l| format!("{l}/{dataset}")),
+            );
+            paths.push(path);
         }
+        if paths.is_empty() {
+            let none = "(DP_DATA_DIR unset and no cache directory)".to_string();
+            (paths, named) = (vec![none.clone()], vec![none]);
+        }
+        Box::new(Searched {
+            paths: paths.join(", "),
+            named: named.join(", "),
+        })
     }
 
     /// The uncompressed, checksum-verified content of `file`.
@@ -319,9 +327,9 @@ pub(crate) fn tar_gz_files(
 mod tests {
     use super::*;
 
-    /// A locator from the environment names its directories by their variables, so a
-    /// "data not present" message written into a committed report carries no path of the
-    /// machine that wrote it.
+    /// A "data not present" error names the paths searched (for the user at the
+    /// terminal) and, in its portable form (for a committed report), the variables
+    /// instead, so that no path of the machine that wrote it is kept.
     #[test]
     fn missing_data_is_reported_without_machine_paths() {
         let root = std::env::temp_dir().join("dp-rs-locate-labels");
@@ -337,14 +345,17 @@ mod tests {
             md5: "",
             url: "https://example.invalid/aclImdb_v1.tar.gz",
         };
-        let message = locator
-            .read_archive(&archive)
-            .expect_err("nothing to find")
-            .to_string();
+        let error = locator.read_archive(&archive).expect_err("nothing to find");
+        let here = root.join("data").join("imdb").display().to_string();
+        assert!(error.to_string().contains(&here), "{error}");
+        let portable = error.portable();
         assert!(
-            message.contains("$DP_DATA_DIR/imdb, ~/.cache/dp-rs/imdb"),
-            "{message}"
+            portable.contains("$DP_DATA_DIR/imdb, ~/.cache/dp-rs/imdb"),
+            "{portable}"
         );
-        assert!(!message.contains(&root.display().to_string()), "{message}");
+        assert!(
+            !portable.contains(&root.display().to_string()),
+            "{portable}"
+        );
     }
 }
