@@ -64,8 +64,14 @@ pub struct StudyArgs {
 
 /// The Wide table the study varies (`figure1.json`).
 pub fn figure1() -> Result<WideTable> {
-    let config: serde_json::Value = serde_json::from_str(include_str!("../figure1.json"))?;
-    Ok(serde_json::from_value(config["experiment"].clone())?)
+    let (tables, _) = crate::table::load_paper("wide")?;
+    tables
+        .into_iter()
+        .find_map(|t| match t.experiment {
+            crate::table::Experiment::Wide(w) if t.heading.id == "figure1" => Some(*w),
+            _ => None,
+        })
+        .context("the wide paper has no figure1 table")
 }
 
 /// Runs the study and writes its report.

@@ -50,18 +50,6 @@ pub struct StudyPlan {
     pub parts: Vec<Part>,
 }
 
-fn run(name: String, implementation: Implementation, method: WideMethod) -> StudyRun {
-    StudyRun {
-        name,
-        implementation,
-        method,
-        optimizer: WideSettings::adam(0.001),
-        seed: 1,
-        steps: 0,
-        calibrate_total_epsilon: None,
-    }
-}
-
 /// A short name of an update rule.
 pub fn rule_name(optimizer: &Optimizer) -> String {
     match optimizer {
@@ -72,16 +60,28 @@ pub fn rule_name(optimizer: &Optimizer) -> String {
 }
 
 impl StudyPlan {
-    fn with(&self, mut r: StudyRun, optimizer: Optimizer, seed: u64) -> StudyRun {
-        r.optimizer = optimizer;
-        r.seed = seed;
-        r.steps = if r.calibrate_total_epsilon.is_some() {
-            self.tuning_steps
-        } else {
-            self.steps
-        };
-        r.name = format!("{}-{}-s{seed}", r.name, rule_name(&optimizer));
-        r
+    /// The run `<name>-<rule>-s<seed>`: tuning runs (calibrated to a total ε) take the
+    /// tuning length, the others the comparison length.
+    fn spec(
+        &self,
+        name: &str,
+        (implementation, method): (Implementation, WideMethod),
+        optimizer: Optimizer,
+        seed: u64,
+        calibrate_total_epsilon: Option<f64>,
+    ) -> StudyRun {
+        StudyRun {
+            name: format!("{name}-{}-s{seed}", rule_name(&optimizer)),
+            implementation,
+            method,
+            optimizer,
+            seed,
+            steps: match calibrate_total_epsilon {
+                Some(_) => self.tuning_steps,
+                None => self.steps,
+            },
+            calibrate_total_epsilon,
+        }
     }
 
     /// Phase one: the Opacus comparison, the SGD learning rates and Adam's noise-only
@@ -105,8 +105,8 @@ impl StudyPlan {
                         ("ours", Implementation::Ours),
                         ("opacus", Implementation::Opacus),
                     ] {
-                        let r = run(format!("{who}-{label}"), implementation, *method);
-                        runs.push(self.with(r, adam, seed));
+                        let name = format!("{who}-{label}");
+                        runs.push(self.spec(&name, (implementation, *method), adam, seed, None));
                     }
                 }
             }
@@ -116,12 +116,12 @@ impl StudyPlan {
                 noise_multiplier: SIGMAS[0],
             };
             for lr in SGD_LRS {
-                let r = run("ours-dpsgd-0.32".into(), Implementation::Ours, dense);
-                runs.push(self.with(r, sgd(lr), 1));
+                let ours = (Implementation::Ours, dense);
+                runs.push(self.spec("ours-dpsgd-0.32", ours, sgd(lr), 1, None));
             }
             if self.parts.contains(&Part::Optimizers) {
-                let r = run("noise-only-0.32".into(), Implementation::NoiseOnly, dense);
-                runs.push(self.with(r, adam, 1));
+                let noise = (Implementation::NoiseOnly, dense);
+                runs.push(self.spec("noise-only-0.32", noise, adam, 1, None));
             }
         }
         runs
@@ -134,8 +134,8 @@ impl StudyPlan {
             let dense = WideMethod::DpSgd {
                 noise_multiplier: SIGMAS[0],
             };
-            let r = run("noise-only-0.32".into(), Implementation::NoiseOnly, dense);
-            runs.push(self.with(r, sgd(sgd_lr), 1));
+            let noise = (Implementation::NoiseOnly, dense);
+            runs.push(self.spec("noise-only-0.32", noise, sgd(sgd_lr), 1, None));
         }
         if !self.parts.contains(&Part::Tuning) {
             return runs;
@@ -169,10 +169,9 @@ impl StudyPlan {
                             selection,
                         };
                         let name = format!("tune-{kind}-n{sigma}-g{fraction}-c{second_clip}");
-                        let mut r = run(name, Implementation::Ours, method);
-                        r.calibrate_total_epsilon = Some(TUNE_EPSILON);
                         for rule in rules {
-                            runs.push(self.with(r.clone(), rule, 1));
+                            let ours = (Implementation::Ours, method);
+                            runs.push(self.spec(&name, ours, rule, 1, Some(TUNE_EPSILON)));
                         }
                     }
                 }
