@@ -3,7 +3,7 @@
 //! ledger right: every gradient release and every noisy validation loss is charged.
 
 use candle_core::{Device, Tensor};
-use dp_accounting::{Accountant, AccountantKind, DpEvent, OrderGrid, SamplingScheme};
+use dp_accounting::{Accountant, AccountantKind, DpEvent, OrderGrid};
 use dp_mechanisms::{GaussianMechanism, NoiseSource};
 use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
@@ -51,13 +51,10 @@ impl LineSearchDpSgd {
 
 impl<M: Classifier> Algorithm<M> for LineSearchDpSgd {
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &Dataset) -> Result<StepReport> {
-        let charge = engine.begin_step(data)?;
-        let batch = engine.draw_batch();
+        let mut charge = engine.begin_step(data)?;
+        let batch = engine.draw_batch(&mut charge)?;
         let clipped = engine.clipped_sum(data, &batch)?;
         let noisy = engine.release(charge, clipped)?;
-        let sampling = SamplingScheme::Poisson {
-            sampling_rate: self.validation_rate,
-        };
         let validation = engine.draw_extra_batch(Sampler::Poisson {
             sampling_rate: self.validation_rate,
         });
@@ -66,8 +63,8 @@ impl<M: Classifier> Algorithm<M> for LineSearchDpSgd {
         for &lr in &self.candidates {
             engine.set_learning_rate(lr)?;
             engine.apply_update(&noisy)?;
-            let loss = self.clipped_loss_sum(engine.model(), data, &validation)?;
-            let noisy_loss = engine.release_value(loss, &self.loss_mechanism, &sampling)?;
+            let loss = self.clipped_loss_sum(engine.model(), data, validation.indices())?;
+            let noisy_loss = engine.release_value(loss, &self.loss_mechanism, &validation)?;
             if noisy_loss < best.0 {
                 best = (noisy_loss, lr);
             }

@@ -27,6 +27,8 @@ use super::Profile;
 mod epochs;
 mod execute;
 mod plan;
+#[cfg(test)]
+mod whole_ledger_test;
 
 /// Train and test data of a table.
 pub struct LoadedData {

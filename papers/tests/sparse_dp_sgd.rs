@@ -87,13 +87,14 @@ fn noise_lands_only_on_selected_coordinates() -> dp_optim::Result<()> {
         let selector = algorithm.selector(400)?;
         for _ in 0..5 {
             let mut charge = e.begin_step_with(&data, selector.event())?;
-            let batch = e.draw_batch();
+            let batch = e.draw_batch(&mut charge)?;
             let first = ClipRule::Flat { max_norm: S1 };
             let scores = e.clipped_sum_with(&data, &batch, first)?;
-            let chosen = e.select_coordinates(&mut charge, &scores, &selector)?;
+            let picked = e.select_coordinates(charge, &scores, &selector)?;
+            let chosen = picked.coordinates().to_vec();
             assert!(chosen.len() <= algorithm.selected_per_step(400));
             let clipped = e.clipped_sum_on_support(&data, &batch, first, &chosen)?;
-            let noisy = e.release_on_support(charge, clipped, &chosen)?;
+            let noisy = e.release_on_support(picked, clipped)?;
             let on: std::collections::HashSet<usize> = chosen.iter().copied().collect();
             let released = noisy.sum()?;
             for (j, &g) in released.iter().enumerate() {
@@ -165,7 +166,8 @@ fn selections_are_reproducible_under_a_seed() -> dp_optim::Result<()> {
 }
 
 /// A selection the step's charge was not begun with, scores clipped wider than the
-/// selector's sensitivity, and a dense sum released on a support are all refused.
+/// selector's sensitivity, scores or a sum of another step's batch, and a dense sum
+/// released on a support are all refused.
 #[test]
 fn the_engine_refuses_uncovered_selections_and_releases() -> dp_optim::Result<()> {
     let data = pairs(400, 50, &mut NoiseSource::seeded(8));
@@ -174,25 +176,35 @@ fn the_engine_refuses_uncovered_selections_and_releases() -> dp_optim::Result<()
     let first = ClipRule::Flat { max_norm: S1 };
     let mut e = engine(Some(S2), 3, &data);
     let mut plain = e.begin_step(&data)?;
-    let batch = e.draw_batch();
+    let batch = e.draw_batch(&mut plain)?;
     let scores = e.clipped_sum_with(&data, &batch, first)?;
     assert!(matches!(
-        e.select_coordinates(&mut plain, &scores, &selector),
+        e.select_coordinates(plain, &scores, &selector),
         Err(Error::InvalidSetting {
             name: "selector",
             ..
         })
     ));
     let mut charge = e.begin_step_with(&data, selector.event())?;
-    let wide = e.clipped_sum_with(&data, &batch, ClipRule::Flat { max_norm: 2.0 * S1 })?;
     assert!(matches!(
-        e.select_coordinates(&mut charge, &wide, &selector),
+        e.select_coordinates(charge, &scores, &selector),
         Err(Error::UnprotectedParameter(_))
     ));
-    let chosen = e.select_coordinates(&mut charge, &scores, &selector)?;
+    let mut charge2 = e.begin_step_with(&data, selector.event())?;
+    let batch = e.draw_batch(&mut charge2)?;
+    assert!(e.draw_batch(&mut charge2).is_err(), "one batch per charge");
+    let wide = e.clipped_sum_with(&data, &batch, ClipRule::Flat { max_norm: 2.0 * S1 })?;
+    assert!(matches!(
+        e.select_coordinates(charge2, &wide, &selector),
+        Err(Error::UnprotectedParameter(_))
+    ));
+    charge = e.begin_step_with(&data, selector.event())?;
+    let batch = e.draw_batch(&mut charge)?;
+    let scores = e.clipped_sum_with(&data, &batch, first)?;
+    let selection = e.select_coordinates(charge, &scores, &selector)?;
     let dense = e.clipped_sum(&data, &batch)?;
     assert!(matches!(
-        e.release_on_support(charge, dense, &chosen),
+        e.release_on_support(selection, dense),
         Err(Error::UnprotectedParameter(_))
     ));
     // Joint steps need a private run.

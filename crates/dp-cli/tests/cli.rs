@@ -443,6 +443,48 @@ fn train_refuses_a_resume_that_would_void_epsilon() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The audit's scenario: a shuffled run checkpointed mid-epoch (--epochs 1.5: 2,000
+/// records, B 250, 8 steps an epoch, stopped at step 12) resumed with a smaller σ. The
+/// epoch was charged at σ 2, so σ 0.5 for steps 12–15 would be released uncharged (ε
+/// 7.08 reported where one σ 0.5 epoch alone costs 25.9): refused, naming the step and
+/// the boundary; the same σ finishes the run.
+#[test]
+fn a_shuffled_resume_inside_an_epoch_cannot_lower_sigma() {
+    let Some(data) = data_dir() else { return };
+    let dir = temp_dir("shuffle-resume");
+    let base = format!(
+        "--limit 2000 --batch-size 250 --sampling shuffle --max-grad-norm 1 --seed 3 --checkpoint-dir {}",
+        dir.display()
+    );
+    succeeds(train(
+        &data,
+        &format!("{base} --epochs 1.5 --noise-multiplier 2"),
+    ));
+    let resume = format!("{base} --epochs 2 --allow-change noise-multiplier");
+    let out = train(&data, &format!("{resume} --noise-multiplier 0.5"))
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    for needle in [
+        "step 12",
+        "step 8",
+        "step 16",
+        "epoch boundary",
+        "--noise-multiplier 2",
+    ] {
+        assert!(stderr.contains(needle), "{stderr} should name {needle}");
+    }
+    let out = succeeds(train(
+        &data,
+        &format!("{resume} --noise-multiplier 2 --json"),
+    ));
+    assert_eq!(summary(&out)["steps"], 16);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A `dp train` killed mid-run (SIGKILL, no chance to clean up) and started again with
 /// the same command ends where the uninterrupted run ends: the same steps, the same ε,
 /// and in --seed mode the same weights, bit for bit.

@@ -32,8 +32,13 @@ pub enum ClipRule {
 
 impl ClipRule {
     /// The clip factor for a gradient (or, for `PerLayer`, one layer's gradient among
-    /// `layers`) of squared norm `squared_norm`.
+    /// `layers`) of squared norm `squared_norm`. Fail-closed: a squared norm that is not
+    /// finite and ≥ 0 (NaN, ±∞, negative: a computation that went wrong) gets factor 0,
+    /// never 1 (`f32::min(NaN, 1.0)` is 1.0, so this is checked first).
     pub fn factor(self, squared_norm: f32, layers: usize) -> f32 {
+        if !(squared_norm.is_finite() && squared_norm >= 0.0) {
+            return 0.0;
+        }
         let norm = squared_norm.sqrt();
         match self {
             ClipRule::None => 1.0,

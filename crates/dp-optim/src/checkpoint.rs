@@ -23,7 +23,7 @@ use crate::fingerprint::RunFingerprint;
 use crate::sampler::ShuffleState;
 
 /// The checkpoint format this version writes and reads.
-pub const CHECKPOINT_FORMAT: u32 = 2;
+pub const CHECKPOINT_FORMAT: u32 = 3;
 
 /// A checkpoint: weights, optimizer state, ledger, counters and the run's fingerprint.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -48,6 +48,9 @@ pub struct Checkpoint {
     /// The shuffled sampler's epoch state (empty for other samplers).
     #[serde(default)]
     pub shuffle: ShuffleState,
+    /// The noise multiplier the current shuffled epoch was charged at (`None` for other
+    /// samplers, or before the first charge).
+    pub epoch_noise_multiplier: Option<f64>,
 }
 
 fn checkpoint_error(path: &Path, reason: impl ToString) -> Error {

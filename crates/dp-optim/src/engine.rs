@@ -15,16 +15,20 @@ use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::evaluate::accuracy;
 use crate::fingerprint::RunFingerprint;
-use crate::sampler::{Sampler, ShuffleState};
+use crate::sampler::ShuffleState;
 use dp_accounting::validate;
 
+mod batch;
 mod charges;
 mod device;
+mod epoch;
 mod resume;
 mod sparse;
 mod step;
 mod update;
 
+pub use batch::{Batch, ExtraBatch};
+pub use sparse::Selection;
 pub use step::{ClippedSum, NoisyGradient, Snapshot, StepCharge};
 
 /// What one step did.
@@ -66,6 +70,8 @@ pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
     nonfinite: u64,
     physical_batch_size: Option<usize>,
     shuffle: ShuffleState,
+    /// The noise multiplier the current shuffled epoch was charged at.
+    epoch_noise: Option<f64>,
     #[cfg(feature = "fault-injection")]
     fault: Option<crate::fault::Fault>,
 }
@@ -112,6 +118,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             nonfinite: 0,
             physical_batch_size: None,
             shuffle: ShuffleState::default(),
+            epoch_noise: None,
             #[cfg(feature = "fault-injection")]
             fault: None,
         })
@@ -144,30 +151,20 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     /// Sets σ from the next step on; the ledger records every step with its own σ and the
     /// budget is enforced on it. Refused for non-private runs, and inside a shuffled
-    /// epoch (its charge, made at the epoch's first step, assumed the σ then in force).
+    /// epoch ([`Error::EpochBoundary`]: its charge, made at the epoch's first step,
+    /// assumed the σ then in force).
     pub fn set_noise_multiplier(&mut self, noise_multiplier: f64) -> Result<()> {
         validate::positive("noise_multiplier", noise_multiplier)?;
-        match &mut self.config.privacy {
-            None => Err(Error::NotPrivate {
+        if self.config.privacy.is_none() {
+            return Err(Error::NotPrivate {
                 operation: "set_noise_multiplier",
-            }),
-            Some(_)
-                if matches!(self.config.sampler, Sampler::Shuffle { .. })
-                    && !self.steps.is_multiple_of(
-                        self.config.sampler.steps_per_epoch(self.dataset_size) as u64,
-                    ) =>
-            {
-                Err(Error::InvalidParameter {
-                    name: "noise_multiplier",
-                    value: noise_multiplier,
-                    reason: "of a shuffled run can only change at an epoch boundary",
-                })
-            }
-            Some(p) => {
-                p.noise_multiplier = noise_multiplier;
-                Ok(())
-            }
+            });
         }
+        self.check_epoch_charge(noise_multiplier)?;
+        if let Some(p) = &mut self.config.privacy {
+            p.noise_multiplier = noise_multiplier;
+        }
+        Ok(())
     }
 
     /// The configuration in force (after any schedule changes).

@@ -55,6 +55,26 @@ pub enum Error {
         /// The budget's δ.
         delta: f64,
     },
+    /// A setting that a shuffled epoch's charge fixed was to change inside the epoch.
+    #[error(
+        "{field} of a shuffled run can only change at an epoch boundary: step {step} is inside \
+         the epoch charged at step {epoch_start} with {field} {charged}, not {requested} \
+         (next boundary: step {next_boundary})"
+    )]
+    EpochBoundary {
+        /// The setting, as the API spells it.
+        field: &'static str,
+        /// The step (0-based) that would run with the new value.
+        step: u64,
+        /// The epoch's first step, where it was charged.
+        epoch_start: u64,
+        /// The next epoch's first step, where the value may change.
+        next_boundary: u64,
+        /// The value the epoch was charged at.
+        charged: f64,
+        /// The value asked for.
+        requested: f64,
+    },
     /// The step was refused because a parameter lacks a clipped, noised gradient.
     #[error("refusing to step: {0}")]
     UnprotectedParameter(String),

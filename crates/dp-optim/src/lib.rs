@@ -29,7 +29,10 @@ mod trainer;
 pub use algorithm::{Algorithm, DpSgd};
 pub use checkpoint::{Checkpoint, CheckpointDir, CHECKPOINT_FORMAT};
 pub use config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig};
-pub use engine::{ClippedSum, NoisyGradient, PrivacyEngine, Snapshot, StepCharge, StepReport};
+pub use engine::{
+    Batch, ClippedSum, ExtraBatch, NoisyGradient, PrivacyEngine, Selection, Snapshot, StepCharge,
+    StepReport,
+};
 pub use error::{Error, Result};
 pub use evaluate::{accuracy, expected_class_rmse};
 pub use fingerprint::{RunField, RunFingerprint};

@@ -66,11 +66,12 @@ impl<M: SparsePrivateModel> Algorithm<M> for SparseDpSgd {
             max_norm: self.first_clip,
         };
         let mut charge = engine.begin_step_with(data, selector.event())?;
-        let batch = engine.draw_batch();
+        let batch = engine.draw_batch(&mut charge)?;
         let scores = engine.clipped_sum_with(data, &batch, first)?;
-        let chosen = engine.select_coordinates(&mut charge, &scores, &selector)?;
+        let selection = engine.select_coordinates(charge, &scores, &selector)?;
+        let chosen = selection.coordinates().to_vec();
         let clipped = engine.clipped_sum_on_support(data, &batch, first, &chosen)?;
-        let noisy = engine.release_on_support(charge, clipped, &chosen)?;
+        let noisy = engine.release_on_support(selection, clipped)?;
         self.last_selection = chosen;
         engine.apply_update(&noisy)
     }

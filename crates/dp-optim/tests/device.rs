@@ -70,7 +70,18 @@ fn network(on_device: bool, theta: Option<&[f32]>) -> Net {
 }
 
 fn engine(on_device: bool, theta: &[f32], optimizer: Optimizer, data: &Rows) -> PrivacyEngine<Net> {
-    let settings = PrivateSettings::new(20, 3, 1.0, Noise::Multiplier(1.0), 1e-5, optimizer);
+    engine_with_batch(on_device, theta, optimizer, data, 20)
+}
+
+fn engine_with_batch(
+    on_device: bool,
+    theta: &[f32],
+    optimizer: Optimizer,
+    data: &Rows,
+    batch_size: usize,
+) -> PrivacyEngine<Net> {
+    let settings =
+        PrivateSettings::new(batch_size, 3, 1.0, Noise::Multiplier(1.0), 1e-5, optimizer);
     make_private(
         network(on_device, Some(theta)),
         data,
@@ -173,7 +184,8 @@ fn an_empty_poisson_batch_is_a_noise_only_step_on_both_paths() -> dp_optim::Resu
     let data = rows();
     let theta = network(false, None).parameters()?;
     for on_device in [false, true] {
-        let mut e = engine(
+        // Expected batch 1 of 200: about a third of the draws are empty.
+        let mut e = engine_with_batch(
             on_device,
             &theta,
             Optimizer::Sgd {
@@ -181,9 +193,18 @@ fn an_empty_poisson_batch_is_a_noise_only_step_on_both_paths() -> dp_optim::Resu
                 momentum: 0.0,
             },
             &data,
+            1,
         );
-        let charge = e.begin_step(&data)?;
-        let clipped = e.clipped_sum(&data, &[])?;
+        // Draw until the Poisson batch is empty (each attempt a fresh charge, none
+        // committed: a dropped charge costs nothing).
+        let (charge, batch) = (0..1_000)
+            .find_map(|_| {
+                let mut charge = e.begin_step(&data).ok()?;
+                let batch = e.draw_batch(&mut charge).ok()?;
+                batch.is_empty().then_some((charge, batch))
+            })
+            .expect("an empty Poisson batch");
+        let clipped = e.clipped_sum(&data, &batch)?;
         let noisy = e.release(charge, clipped)?;
         assert!(noisy.sum()?.iter().any(|&g| g != 0.0), "noise only");
         let report = e.apply_update(&noisy)?;

@@ -12,6 +12,7 @@ mod device;
 mod dpd;
 mod gdp;
 mod guarantee;
+mod shuffle;
 mod trainer;
 
 use dp_optim::{

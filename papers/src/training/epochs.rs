@@ -6,12 +6,14 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
-use dp_accounting::gdp::{epsilon_for_mu, mu_poisson};
+use dp_accounting::gdp::epsilon_for_mu;
+use dp_accounting::GdpConfig;
+use dp_accounting::{Accountant, AccountantKind, Ledger, NeighbouringRelation};
 use dp_models::data::Dataset;
 use dp_models::Classifier;
 use dp_optim::annealing::{annealed_accounting, SaDpsgd};
 use dp_optim::dpd::PredictiveAverage;
-use dp_optim::gdp::{MuStopRule, NoisyTraining};
+use dp_optim::gdp::{authors_orders, MuStopRule, NoisyTraining};
 use dp_optim::{
     accuracy, expected_class_rmse, Algorithm, Control, EpochSummary, Observer, PrivacyEngine,
     Sampler, StepReport,
@@ -167,7 +169,7 @@ impl EpochObserver<'_> {
             Metric::Rmse => expected_class_rmse(engine.model(), self.test)?,
         };
         let steps = engine.steps();
-        let (eps_ma, mu_clt, eps_clt, eps_pld) = self.readings(engine, steps)?;
+        let (eps_ma, mu_clt, eps_clt, eps_pld) = self.readings(engine)?;
         let (eps_paper, accepted) = match algorithm.annealing() {
             Some(sa) => {
                 let t = &self.training;
@@ -211,34 +213,41 @@ impl EpochObserver<'_> {
         Ok(self.stopped_by_mu || self.stop.finished(engine, algorithm, epoch))
     }
 
-    /// ε of the ledger, and for Poisson sampling μ_CLT, its ε and the PLD ε.
+    /// ε of the ledger, and for Poisson sampling μ_CLT, its ε and the PLD ε: each the
+    /// composition of the run's whole ledger (every step and every other charge, such as
+    /// SA-DPSGD's privatised acceptance tests), not of the steps alone.
     #[allow(clippy::type_complexity)]
     fn readings<M: Classifier>(
         &self,
         engine: &PrivacyEngine<M>,
-        steps: u64,
     ) -> Result<(Option<f64>, Option<f64>, Option<f64>, Option<f64>)> {
         let poisson = matches!(self.sampler, Sampler::Poisson { .. });
-        Ok(if self.private && !poisson {
+        let ledger = engine.ledger().filter(|_| self.private);
+        Ok(match ledger {
+            None => (None, None, None, None),
             // The CLT and PLD readings here are for Poisson sampling; the ledger holds
             // the sampler's own (replace-one) analysis.
-            (engine.epsilon()?, None, None, None)
-        } else if self.private {
-            let t = &self.training;
-            let mu = mu_poisson(t.sampling_rate, t.noise_multiplier, steps as f64);
-            (
-                engine.epsilon()?,
-                Some(mu),
-                Some(epsilon_for_mu(t.delta, mu)),
-                Some(super::super::accounting::pld_epsilon(
-                    t.sampling_rate,
-                    t.noise_multiplier,
-                    steps,
-                    t.delta,
-                )?),
-            )
-        } else {
-            (None, None, None, None)
+            Some(_) if !poisson => (engine.epsilon()?, None, None, None),
+            Some(ledger) => {
+                let delta = self.training.delta;
+                let (mu, eps_pld) = ledger_readings(ledger, delta)?;
+                (
+                    engine.epsilon()?,
+                    Some(mu),
+                    Some(epsilon_for_mu(delta, mu)),
+                    Some(eps_pld),
+                )
+            }
         })
     }
+}
+
+/// μ of the GDP CLT and the PLD ε at `delta` of a whole ledger (add/remove neighbours).
+pub(crate) fn ledger_readings(ledger: &Ledger, delta: f64) -> Result<(f64, f64)> {
+    let mut gdp = GdpConfig::default().build()?;
+    ledger.replay_tallied(&mut gdp)?;
+    let mut pld =
+        AccountantKind::Pld.build(NeighbouringRelation::AddOrRemoveOne, &authors_orders())?;
+    ledger.replay_tallied(pld.as_mut())?;
+    Ok((gdp.mu(), pld.epsilon(delta)?))
 }

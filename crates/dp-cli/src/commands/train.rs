@@ -91,7 +91,9 @@ pub fn run(args: &TrainArgs) -> Result<String> {
     }
     if let Some(dir) = &checkpoints {
         if let Some(saved) = dir.load()? {
-            engine.restore_allowing(&saved, &allowed(&args.allow_change))?;
+            engine
+                .restore_allowing(&saved, &allowed(&args.allow_change))
+                .map_err(resume_error)?;
             diag(&format!(
                 "resumed from {} at step {}",
                 dir.path().display(),
@@ -411,5 +413,28 @@ impl Trained {
                 serde_json::to_string_pretty(&summary)?
             ))
         }
+    }
+}
+
+/// A refused resume, in the flags' words where the library's names differ.
+fn resume_error(e: dp_optim::Error) -> anyhow::Error {
+    match e {
+        dp_optim::Error::EpochBoundary {
+            step,
+            epoch_start,
+            next_boundary,
+            charged,
+            requested,
+            ..
+        } => anyhow::anyhow!(
+            "--noise-multiplier ({}) of a shuffled run can only change at an epoch boundary: \
+             the checkpoint is at step {step}, inside the epoch charged at step {epoch_start} \
+             with --noise-multiplier {}; resume with --noise-multiplier {} to the next \
+             boundary (step {next_boundary}), then change it",
+            short(requested),
+            short(charged),
+            short(charged)
+        ),
+        other => other.into(),
     }
 }

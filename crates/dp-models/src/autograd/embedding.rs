@@ -1,7 +1,7 @@
 //! The DP embedding ([`nn::Embedding`]) as a stage of the sequential tier, on token ids
 //! (B, T).
 
-use candle_core::{DType, Tensor, Var};
+use candle_core::{Tensor, Var};
 
 use super::layer::DpLayer;
 use super::tape::{tap, Tape, TapeEntry};
@@ -35,14 +35,13 @@ impl DpLayer for nn::Embedding {
     }
 
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
-        // ‖Σₜ gₜ e_{idₜ}‖² = Σ_{t,t'} [idₜ = id_t'] gₜ·g_t' (ghost norm with one-hot inputs).
-        let ids = entry.input.to_dtype(DType::F32)?;
-        let same = ids
-            .unsqueeze(2)?
-            .broadcast_eq(&ids.unsqueeze(1)?)?
-            .to_dtype(DType::F32)?;
-        let gram = grad_out.matmul(&grad_out.transpose(1, 2)?.contiguous()?)?;
-        Ok((same * gram)?.flatten_from(1)?.sum(1)?)
+        // ‖Σₜ e_{idₜ} gₜᵀ‖² = Σ_{t,t'} [idₜ = id_t'] gₜ·g_t' (ghost norm with one-hot
+        // rows), as the rounding-safe upper bound of nn's ghost norms.
+        let left = nn::Left::OneHot {
+            ids: entry.input.clone(),
+            width: self.embeddings().as_tensor().dim(0)?,
+        };
+        nn::ghost_norms(&[(&left, grad_out)])
     }
 
     fn clipped_sum(

@@ -53,7 +53,7 @@ pub enum NormMethod {
 }
 
 impl Left {
-    fn rows(&self) -> Result<(usize, usize, usize)> {
+    pub(super) fn rows(&self) -> Result<(usize, usize, usize)> {
         Ok(match self {
             Left::Dense(t) => t.dims3()?,
             Left::OneHot { ids, width } => {
@@ -62,34 +62,6 @@ impl Left {
             }
         })
     }
-}
-
-/// `X Yᵀ` per example (B, Kₓ, K_y); one row each (a Linear on (B, in)) is a row dot
-/// product, not B one-by-one matmuls.
-fn gram(x: &Tensor, y: &Tensor) -> Result<Tensor> {
-    if x.dim(1)? == 1 && y.dim(1)? == 1 {
-        return Ok((x * y)?.sum_keepdim(2)?);
-    }
-    Ok(x.matmul(&y.transpose(1, 2)?)?)
-}
-
-/// `Lₐ L_bᵀ` per example (B, Kₐ, K_b).
-fn left_gram(a: &Left, b: &Left) -> Result<Tensor> {
-    Ok(match (a, b) {
-        (Left::Dense(x), Left::Dense(y)) => gram(x, y)?,
-        (Left::OneHot { ids: x, .. }, Left::OneHot { ids: y, .. }) => x
-            .unsqueeze(2)?
-            .broadcast_eq(&y.unsqueeze(1)?)?
-            .to_dtype(DType::F32)?,
-        // [t, s] = Dense[s, idₜ]: gather the dense rows at the ids.
-        (Left::OneHot { ids, .. }, Left::Dense(d)) => {
-            let (b, ks, _) = d.dims3()?;
-            let kt = ids.dim(1)?;
-            let index = ids.unsqueeze(1)?.broadcast_as((b, ks, kt))?.contiguous()?;
-            d.contiguous()?.gather(&index, 2)?.transpose(1, 2)?
-        }
-        (Left::Dense(_), Left::OneHot { .. }) => left_gram(b, a)?.transpose(1, 2)?,
-    })
 }
 
 impl Contribution {
@@ -246,7 +218,7 @@ pub(super) fn squared_norms(
     };
     match outers {
         Some(o) if ghost => Ok(Norms {
-            squared: ghost_norms(&o)?,
+            squared: super::ghost::ghost_norms(&o)?,
             kept: None,
         }),
         _ => {
@@ -269,23 +241,6 @@ fn ghost_is_cheaper(outers: &[(&Left, &Tensor)]) -> Result<bool> {
         inp = right.dim(2)?;
     }
     Ok(k * (out + inp) < out * inp)
-}
-
-/// `Σₐ Σ_b ⟨Lₐ L_bᵀ, Rₐ R_bᵀ⟩` per example: the squared norm of `Σₐ Lₐᵀ Rₐ`.
-fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
-    let mut total: Option<Tensor> = None;
-    for (a, (la, ra)) in outers.iter().enumerate() {
-        for (b, (lb, rb)) in outers.iter().enumerate().skip(a) {
-            let rg = gram(ra, rb)?;
-            let term = (left_gram(la, lb)? * rg)?.flatten_from(1)?.sum(1)?;
-            let term = if a == b { term } else { (term * 2.0)? };
-            total = Some(match total {
-                None => term,
-                Some(t) => (t + term)?,
-            });
-        }
-    }
-    total.ok_or_else(|| Error::invalid_model("DP layer", "a parameter without contributions"))
 }
 
 /// `Σᵢ cᵢ ∇ᵢ` of one parameter from its kept per-sample gradients (B, P) — one

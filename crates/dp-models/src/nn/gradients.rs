@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use candle_core::{backprop::GradStore, Tensor};
 
+use super::batch_axis;
 use super::contribution::{self, Contribution, NormMethod};
 use super::taps::{Param, Taps};
 use crate::error::{Error, Result};
@@ -178,6 +179,9 @@ impl Taps {
                 "the network has no DP layer",
             ));
         }
+        for varmap in self.varmaps() {
+            self.check_covers(&varmap)?;
+        }
         let (losses, records) = self.record(losses)?;
         if losses.rank() != 1 {
             return Err(Error::invalid_model(
@@ -189,11 +193,26 @@ impl Taps {
             ));
         }
         let batch = losses.dim(0)?;
+        let shapes: Vec<Vec<usize>> = std::iter::once(losses.dims().to_vec())
+            .chain(records.iter().map(|r| r.shape.clone()))
+            .collect();
+        let probe = if self.is_verified(&shapes) {
+            None
+        } else {
+            Some(batch_axis::weighted_gradients(&losses, &records)?)
+        };
         let grads = losses.sum_all()?.backward()?;
         check_no_leak(&params, &grads)?;
+        let gradients: Vec<Option<Tensor>> =
+            records.iter().map(|r| r.probe.gradient(&grads)).collect();
+        if let Some((weights, weighted)) = probe {
+            if batch_axis::check(&weights, &weighted, &gradients, &records)? {
+                self.set_verified(shapes);
+            }
+        }
         let mut contributions: Vec<Vec<Contribution>> = vec![Vec::new(); params.len()];
-        for record in records {
-            let Some(grad) = record.probe.gradient(&grads) else {
+        for (record, grad) in records.into_iter().zip(gradients) {
+            let Some(grad) = grad else {
                 continue; // the layer's output does not reach the loss: no gradient.
             };
             if grad.rank() == 0 || grad.dim(0)? != batch {

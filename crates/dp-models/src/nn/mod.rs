@@ -38,12 +38,14 @@
 //!   for the DP engine.
 
 mod attention;
+mod batch_axis;
 mod classifier;
 mod contribution;
 mod conv1d;
 mod conv2d;
 mod embedding;
 mod flat;
+mod ghost;
 mod gradients;
 mod group_norm;
 mod layer_norm;
@@ -65,6 +67,7 @@ pub use contribution::{Contribution, Left, NormMethod};
 pub use conv1d::{conv1d, Conv1d};
 pub use conv2d::{conv2d, Conv2d};
 pub use embedding::{embedding, Embedding};
+pub(crate) use ghost::ghost_norms;
 pub use gradients::PrivateGradients;
 pub use group_norm::{group_norm, GroupNorm};
 pub use layer_norm::{layer_norm, LayerNorm};

@@ -88,8 +88,24 @@ where
         if batch.is_empty() {
             return self.taps.zero_gradients();
         }
-        self.taps
-            .clipped_gradients(|| (self.losses)(data, batch), rule, self.method)
+        let losses = || {
+            let losses = (self.losses)(data, batch)?;
+            if losses.dims() != [batch.len()] {
+                return Err(Error::invalid_model(
+                    "loss",
+                    format!(
+                        "the loss closure returned shape {:?} for {} records drawn: it must \
+                         return one loss per record, shape ({},) (a loss per token or per \
+                         pair would be clipped per row, not per record)",
+                        losses.dims(),
+                        batch.len(),
+                        batch.len()
+                    ),
+                ));
+            }
+            Ok(losses)
+        };
+        self.taps.clipped_gradients(losses, rule, self.method)
     }
 
     /// The per-example losses of `batch`, outside a private forward (evaluation).

@@ -2,9 +2,11 @@
 //! private forward, one record per layer use — a probe on the layer's
 //! output, and how the layer turns that output's gradient into per-sample gradients.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use candle_core::{Tensor, Var};
+use candle_nn::VarMap;
 
 use super::contribution::Contribution;
 use super::probe::Probe;
@@ -30,12 +32,19 @@ pub struct Param {
 pub(super) struct Record {
     pub(super) probe: Probe,
     pub(super) resolve: Resolve,
+    /// The output's shape.
+    pub(super) shape: Vec<usize>,
 }
 
 #[derive(Default)]
 struct State {
     params: Vec<Param>,
     recording: Option<Vec<Record>>,
+    /// The maps the DP layers' builders created parameters in: every variable of each
+    /// must belong to a DP layer before any private gradient is returned.
+    varmaps: Vec<VarMap>,
+    /// The shapes (loss, then each recorded output) whose batch axis has been verified.
+    verified: HashSet<Vec<Vec<usize>>>,
 }
 
 /// The registry and recorder shared by the DP layers of one network (cheap to clone).
@@ -89,6 +98,36 @@ impl Taps {
         Ok(())
     }
 
+    /// Remembers `varmap` as one the network's parameters live in (a [`DpVarBuilder`]
+    /// does this), so every private gradient first checks it is covered.
+    ///
+    /// [`DpVarBuilder`]: super::DpVarBuilder
+    pub(super) fn watch(&self, varmap: &VarMap) {
+        let mut state = self.lock();
+        if !state
+            .varmaps
+            .iter()
+            .any(|m| std::ptr::eq(m.data(), varmap.data()))
+        {
+            state.varmaps.push(varmap.clone());
+        }
+    }
+
+    /// The maps the network's parameters were created in.
+    pub(super) fn varmaps(&self) -> Vec<VarMap> {
+        self.lock().varmaps.clone()
+    }
+
+    /// Whether outputs of these shapes have had their batch axis verified.
+    pub(super) fn is_verified(&self, shapes: &[Vec<usize>]) -> bool {
+        self.lock().verified.contains(shapes)
+    }
+
+    /// Records that outputs of these shapes have their batch axis verified.
+    pub(super) fn set_verified(&self, shapes: Vec<Vec<usize>>) {
+        self.lock().verified.insert(shapes);
+    }
+
     /// Every registered parameter, sorted by name (the flat parameter order).
     pub fn params(&self) -> Vec<Param> {
         let mut params = self.lock().params.clone();
@@ -122,10 +161,12 @@ impl Taps {
         let Some(records) = state.recording.as_mut() else {
             return Ok(output);
         };
+        let shape = output.dims().to_vec();
         let (output, probe) = Probe::attach(output)?;
         records.push(Record {
             probe,
             resolve: Box::new(resolve),
+            shape,
         });
         Ok(output)
     }

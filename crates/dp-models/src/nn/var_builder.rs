@@ -21,6 +21,7 @@ pub struct DpVarBuilder {
 impl DpVarBuilder {
     /// A builder over `varmap` whose layers record into `taps`. Only `F32` is supported.
     pub fn from_varmap(varmap: &VarMap, taps: &Taps, device: &Device) -> Self {
+        taps.watch(varmap);
         DpVarBuilder {
             varmap: varmap.clone(),
             taps: taps.clone(),

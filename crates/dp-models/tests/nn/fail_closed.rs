@@ -165,3 +165,113 @@ fn a_next_token_loss_on_one_token_is_an_error_not_a_panic() {
     let tokens = Tensor::zeros((2, 1), candle_core::DType::U32, &Device::Cpu).expect("tokens");
     assert!(loss::next_token_cross_entropy(&logits, &tokens, None).is_err());
 }
+
+/// A DP layer on a (T, B, d) input with T = B passes every shape check; the batch-axis
+/// probe (src/nn/batch_axis.rs) sees that its rows are not examples.
+#[test]
+fn a_batch_second_input_with_t_equal_to_b_is_refused() {
+    let (_, taps, vb) = builder();
+    let fc = nn::linear(3, 2, vb.pp("fc")).expect("layer");
+    let x = random(70, &[4, 4, 3], 1.0); // (T = 4, B = 4, d)
+    let err = taps
+        .clipped_gradients(
+            // Example b's loss: Σₜ of its outputs (axis 1 is the batch).
+            || Ok(fc.forward(&x)?.sqr()?.sum(2)?.sum(0)?),
+            RULE,
+            NormMethod::Auto,
+        )
+        .expect_err("refused");
+    assert!(err.to_string().contains("not per example"), "{err}");
+    // The same layer batch first is taken.
+    let x = x
+        .transpose(0, 1)
+        .and_then(|t| t.contiguous())
+        .expect("batch first");
+    taps.clipped_gradients(
+        || Ok(fc.forward(&x)?.sqr()?.sum(2)?.sum(1)?),
+        RULE,
+        NormMethod::Auto,
+    )
+    .expect("batch first");
+}
+
+/// A loss that reads other examples (batch statistics: the outputs centred on the
+/// batch mean, as a batch norm does) is refused: an example's "gradient" would hold
+/// the others' contributions.
+#[test]
+fn a_loss_mixing_examples_is_refused() {
+    let (_, taps, vb) = builder();
+    let fc = nn::linear(3, 2, vb.pp("fc")).expect("layer");
+    let x = random(71, &[5, 3], 1.0);
+    let err = taps
+        .clipped_gradients(
+            || {
+                let z = fc.forward(&x)?;
+                let centred = z.broadcast_sub(&z.mean_keepdim(0)?)?;
+                Ok(centred.sqr()?.sum(1)?)
+            },
+            RULE,
+            NormMethod::Auto,
+        )
+        .expect_err("refused");
+    assert!(err.to_string().contains("mixes"), "{err}");
+}
+
+/// candle-nn's BatchNorm keeps its statistics as variables of the map: the network is
+/// refused before anything runs, naming one of them.
+#[test]
+fn candle_nn_batch_norm_is_refused() {
+    let (varmap, taps, vb) = builder();
+    let _fc = nn::linear(3, 4, vb.pp("fc")).expect("layer");
+    let plain = VarBuilder::from_varmap(&varmap, candle_core::DType::F32, &Device::Cpu);
+    let _bn = candle_nn::batch_norm(4, candle_nn::BatchNormConfig::default(), plain.pp("bn"))
+        .expect("batch norm");
+    let net = PrivateNet::new(&varmap, &taps, &Device::Cpu, |_: &Rows, _: &[usize]| {
+        unreachable!("never run")
+    });
+    assert!(named(net.err().expect("refused")).starts_with("bn."));
+}
+
+/// A closure that flattens tokens into rows returns (B·T,) losses for B records: it
+/// would be clipped per token. Refused, naming the shape and the records drawn.
+#[test]
+fn a_loss_per_token_is_refused_by_private_net() {
+    let (varmap, taps, vb) = builder();
+    let fc = nn::linear(3, 1, vb.pp("fc")).expect("layer");
+    let data = Rows {
+        x: random(72, &[6, 3], 1.0),
+        y: random(73, &[6, 1], 1.0),
+    };
+    let net = PrivateNet::new(&varmap, &taps, &Device::Cpu, |d: &Rows, b: &[usize]| {
+        let idx: Vec<u32> = b.iter().map(|&i| i as u32).collect();
+        let idx = Tensor::from_vec(idx, b.len(), &Device::Cpu)?;
+        let x = d.x.index_select(&idx, 0)?;
+        // Two "tokens" per record flattened into rows.
+        let tokens = Tensor::cat(&[&x, &x], 0)?;
+        Ok(fc.forward(&tokens)?.sqr()?.sum(1)?)
+    })
+    .expect("covered");
+    let err = net
+        .clipped_gradient(&data, &[0, 2, 4], RULE)
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("[6]") && text.contains("3 records"), "{text}");
+}
+
+/// The Taps entry points themselves (not only PrivateNet) refuse a plain candle-nn layer
+/// on the map the DP layers were built in, naming it.
+#[test]
+fn taps_refuse_a_plain_layer_on_their_varmap() {
+    let (varmap, taps, vb) = builder();
+    let fc = nn::linear(3, 4, vb.pp("fc")).expect("layer");
+    let plain = VarBuilder::from_varmap(&varmap, candle_core::DType::F32, &Device::Cpu);
+    let head = candle_nn::linear(4, 1, plain.pp("plain")).expect("plain layer");
+    let x = random(74, &[4, 3], 1.0);
+    let losses = || Ok(head.forward(&fc.forward(&x)?)?.sqr()?.sum(1)?);
+    let err = taps
+        .clipped_gradients(losses, RULE, NormMethod::Auto)
+        .expect_err("refused");
+    assert_eq!(named(err), "plain.bias");
+    let err = taps.per_sample_gradients(losses).expect_err("refused");
+    assert_eq!(named(err), "plain.bias");
+}

@@ -5,6 +5,7 @@
 
 mod check;
 mod fail_closed;
+mod ghost;
 mod layers;
 mod models;
 mod ops;

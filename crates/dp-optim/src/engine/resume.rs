@@ -35,6 +35,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             noise: self.noise.is_reproducible().then(|| self.noise.state()),
             nonfinite_gradients: self.nonfinite,
             shuffle: self.shuffle.clone(),
+            epoch_noise_multiplier: self.epoch_noise,
         })
     }
 
@@ -46,7 +47,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     }
 
     /// [`restore`](Self::restore), accepting changes to the fields in `allowed` that
-    /// [may change](RunField::may_change) (a new learning rate, σ, clip or budget).
+    /// [may change](RunField::may_change) (a new learning rate, σ, clip or budget). A
+    /// shuffled run's σ changes only at an epoch boundary ([`Error::EpochBoundary`]:
+    /// the epoch's charge was made at the checkpoint's σ).
     pub fn restore_allowing(
         &mut self,
         checkpoint: &Checkpoint,
@@ -55,6 +58,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         checkpoint
             .fingerprint
             .check_resume(&self.fingerprint, allowed)?;
+        self.check_resumed_epoch(checkpoint)?;
         let fail = |reason: String| Error::Checkpoint {
             path: "(in memory)".into(),
             reason,
@@ -98,6 +102,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         self.steps = checkpoint.steps;
         self.nonfinite = checkpoint.nonfinite_gradients;
         self.shuffle = checkpoint.shuffle.clone();
+        self.epoch_noise = checkpoint.epoch_noise_multiplier;
         self.ledger = ledger;
         self.expected_data = checkpoint
             .fingerprint
@@ -106,6 +111,40 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             .map(|(&field, value)| RunFingerprint([(field, value.clone())].into()));
         self.data_seen = None;
         Ok(())
+    }
+
+    /// Refuses a checkpoint inside a shuffled epoch when this run's σ is not the one the
+    /// epoch was charged at.
+    fn check_resumed_epoch(&self, checkpoint: &Checkpoint) -> Result<()> {
+        let (Some((start, next)), Some(p)) = (
+            self.shuffled_epoch(checkpoint.steps),
+            self.config.privacy.as_ref(),
+        ) else {
+            return Ok(());
+        };
+        if start == checkpoint.steps
+            || checkpoint.epoch_noise_multiplier == Some(p.noise_multiplier)
+        {
+            return Ok(());
+        }
+        match checkpoint.epoch_noise_multiplier {
+            None => Err(Error::Checkpoint {
+                path: "(in memory)".into(),
+                reason: format!(
+                    "step {} is inside a shuffled epoch but the checkpoint does not say what \
+                     it was charged at",
+                    checkpoint.steps
+                ),
+            }),
+            Some(charged) => Err(Error::EpochBoundary {
+                field: "noise_multiplier",
+                step: checkpoint.steps,
+                epoch_start: start,
+                next_boundary: next,
+                charged,
+                requested: p.noise_multiplier,
+            }),
+        }
     }
 
     /// Writes a checkpoint atomically (temporary file, fsync, rename), mode 0600.

@@ -6,22 +6,55 @@
 use dp_mechanisms::Mechanism;
 use dp_models::{ClipRule, PrivateModel, SparsePrivateModel};
 
+use super::batch::Batch;
 use super::step::{ClippedSum, NoisyGradient, StepCharge};
 use super::PrivacyEngine;
 use crate::error::{Error, Result};
 use crate::selection::CoordinateSelector;
 
+/// The coordinates a step's private selection chose, holding the step's (committed)
+/// charge: consumed by [`release_on_support`](PrivacyEngine::release_on_support), so a
+/// charge selects once and releases once:
+///
+/// ```compile_fail
+/// # fn f(e: &mut dp_optim::PrivacyEngine, data: &dp_models::data::Dataset,
+/// #      s: &dp_optim::CoordinateSelector) -> dp_optim::Result<()> {
+/// let mut charge = e.begin_step_with(data, s.event())?;
+/// let batch = e.draw_batch(&mut charge)?;
+/// let scores = e.clipped_sum(data, &batch)?;
+/// let first = e.select_coordinates(charge, &scores, s)?;
+/// let again = e.select_coordinates(charge, &scores, s)?; // use of a moved value
+/// # Ok(()) }
+/// ```
+pub struct Selection {
+    charge: StepCharge,
+    coordinates: Vec<usize>,
+}
+
+impl Selection {
+    /// The chosen coordinates.
+    pub fn coordinates(&self) -> &[usize] {
+        &self.coordinates
+    }
+}
+
 impl<M: PrivateModel> PrivacyEngine<M> {
     /// Chooses coordinates of `|clipped|` with `selector`, whose event the step's charge
     /// must have been begun with; the charge is committed first (the chosen coordinates
-    /// are a release). Refused when the sum's per-coordinate sensitivity exceeds the
+    /// are a release) and moves into the returned [`Selection`]. Refused when the sum is
+    /// not of the charge's batch, or its per-coordinate sensitivity exceeds the
     /// selector's.
     pub fn select_coordinates(
         &mut self,
-        charge: &mut StepCharge,
+        mut charge: StepCharge,
         clipped: &ClippedSum,
         selector: &CoordinateSelector,
-    ) -> Result<Vec<usize>> {
+    ) -> Result<Selection> {
+        if clipped.charge != charge.id || !charge.drawn {
+            return Err(Error::UnprotectedParameter(
+                "the scores are not of the batch drawn under this step's charge".into(),
+            ));
+        }
         if charge.also.as_ref() != Some(&selector.event()) {
             return Err(Error::InvalidSetting {
                 name: "selector",
@@ -53,7 +86,12 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         if let (Some(filter), Some(reservation)) = (&mut self.ledger, charge.reservation.take()) {
             filter.commit(reservation)?;
         }
-        selector.select(&scores, &mut self.noise)
+        charge.also = None;
+        let coordinates = selector.select(&scores, &mut self.noise)?;
+        Ok(Selection {
+            charge,
+            coordinates,
+        })
     }
 }
 
@@ -63,7 +101,7 @@ impl<M: SparsePrivateModel> PrivacyEngine<M> {
     pub fn clipped_sum_on_support(
         &mut self,
         data: &M::Data,
-        batch: &[usize],
+        batch: &Batch,
         first: ClipRule,
         support: &[usize],
     ) -> Result<ClippedSum> {
@@ -81,14 +119,18 @@ impl<M: SparsePrivateModel> PrivacyEngine<M> {
         })
     }
 
-    /// [`release`](PrivacyEngine::release) with the noise on `support` only: the sum must
-    /// be zero elsewhere ([`Error::UnprotectedParameter`] otherwise).
+    /// [`release`](PrivacyEngine::release) of the selection's step with the noise on the
+    /// chosen coordinates only: the sum must be zero elsewhere
+    /// ([`Error::UnprotectedParameter`] otherwise).
     pub fn release_on_support(
         &mut self,
-        charge: StepCharge,
+        selection: Selection,
         clipped: ClippedSum,
-        support: &[usize],
     ) -> Result<NoisyGradient> {
-        self.release_on(charge, clipped, Some(support))
+        let Selection {
+            charge,
+            coordinates,
+        } = selection;
+        self.release_on(charge, clipped, Some(&coordinates))
     }
 }

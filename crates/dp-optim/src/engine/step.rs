@@ -4,38 +4,67 @@
 //! 1. [`begin_step`](PrivacyEngine::begin_step) validates the data and reserves the
 //!    step's charge under the budget ([`Error::BudgetExhausted`] before anything is
 //!    drawn);
-//! 2. [`draw_batch`](PrivacyEngine::draw_batch) draws the batch with the run's sampler;
+//! 2. [`draw_batch`](PrivacyEngine::draw_batch) draws the batch with the run's sampler,
+//!    under that charge (a [`Batch`] token: nothing else can be summed);
 //! 3. [`clipped_sum`](PrivacyEngine::clipped_sum) sums the clipped per-example gradients
 //!    (fail-closed: every parameter must be covered);
-//! 4. [`release`](PrivacyEngine::release) adds the Gaussian mechanism's noise, checks it,
-//!    and commits the charge: the noisy sum exists only once the ledger holds its event;
+//! 4. [`release`](PrivacyEngine::release) consumes the charge, adds the Gaussian
+//!    mechanism's noise, checks it, and commits the charge and the sampler's move: the
+//!    noisy sum exists only once the ledger holds its event;
 //! 5. [`apply_update`](PrivacyEngine::apply_update) divides by the batch size the
 //!    configuration names and applies the optimiser.
 //!
-//! Also: [`release_value`](PrivacyEngine::release_value) for a scalar statistic (charged
-//! first), [`draw_extra_batch`](PrivacyEngine::draw_extra_batch) outside the training
-//! sequence, and [`snapshot`](PrivacyEngine::snapshot) / [`rollback`](PrivacyEngine::rollback)
+//! Also: [`release_value`](PrivacyEngine::release_value) for a scalar statistic of an
+//! [`ExtraBatch`](super::ExtraBatch) (charged first, under the scheme that drew it),
+//! [`draw_extra_batch`](PrivacyEngine::draw_extra_batch) outside the training sequence,
+//! and [`snapshot`](PrivacyEngine::snapshot) / [`rollback`](PrivacyEngine::rollback)
 //! of θ and the optimiser moments.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dp_accounting::{DpEvent, DynAccountant, Reservation, SamplingScheme};
 use dp_mechanisms::{GaussianMechanism, Mechanism};
 use dp_models::{ClipRule, ClippedGradient, PrivateModel};
 
+use super::batch::{Batch, ExtraBatch};
 use super::device::{Gradient, Moments};
 use super::{PrivacyEngine, StepReport};
 use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
 use crate::sampler::{Sampler, ShuffleState};
 
+/// Ids of step charges, unique in the process (a batch or sum of one engine's step cannot
+/// pass for another's).
+static NEXT_CHARGE: AtomicU64 = AtomicU64::new(0);
+
 /// The reserved charge of one step and the mechanism it was reserved for: the noise
 /// [`release`](PrivacyEngine::release) adds and the event it commits come from this one
-/// value. Dropping it charges nothing.
+/// value. Dropping it charges nothing; [`release`](PrivacyEngine::release) consumes it, so
+/// one charge releases once:
+///
+/// ```compile_fail
+/// # fn f(e: &mut dp_optim::PrivacyEngine, data: &dp_models::data::Dataset) -> dp_optim::Result<()> {
+/// let mut charge = e.begin_step(data)?;
+/// let batch = e.draw_batch(&mut charge)?;
+/// let first = e.clipped_sum(data, &batch)?;
+/// let second = e.clipped_sum(data, &batch)?;
+/// e.release(charge, first)?;
+/// e.release(charge, second)?; // use of a moved value
+/// # Ok(()) }
+/// ```
 pub struct StepCharge {
+    pub(super) id: u64,
     pub(super) reservation: Option<Reservation<Box<dyn DynAccountant>>>,
     mechanism: Option<GaussianMechanism>,
     /// The event of a second mechanism run on the same batch, reserved jointly with the
     /// Gaussian (sparse DP-SGD's coordinate selection).
     pub(super) also: Option<DpEvent>,
+    /// Whether this charge's batch has been drawn.
+    pub(super) drawn: bool,
+    /// The sampler's state after this step's draw, taken by the engine at the release.
+    pub(super) shuffle: Option<ShuffleState>,
+    /// The noise multiplier (as configured) the charge was reserved at.
+    noise_multiplier: Option<f64>,
 }
 
 impl StepCharge {
@@ -53,6 +82,8 @@ impl StepCharge {
 pub struct ClippedSum {
     pub(super) sum: Gradient,
     pub(super) rule: ClipRule,
+    /// The id of the charge whose batch was summed.
+    pub(super) charge: u64,
     batch_size: usize,
     loss_sum: f64,
     nonfinite: usize,
@@ -137,11 +168,16 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     fn begin_charge(&mut self, data: &M::Data, also: Option<DpEvent>) -> Result<StepCharge> {
         self.check_data(data)?;
+        let id = NEXT_CHARGE.fetch_add(1, Ordering::Relaxed);
         let Some(p) = &self.config.privacy else {
             return Ok(StepCharge {
+                id,
                 reservation: None,
                 mechanism: None,
                 also: None,
+                drawn: false,
+                shuffle: None,
+                noise_multiplier: None,
             });
         };
         let scheme = self.config.sampler.scheme(self.dataset_size);
@@ -153,10 +189,17 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             },
         };
         let event = scheme.event_at_step(inner, self.steps);
+        if event.is_none() {
+            self.check_epoch_charge(p.noise_multiplier)?;
+        }
         Ok(StepCharge {
+            id,
             reservation: self.reserve(event.as_ref())?,
             mechanism: Some(mechanism),
             also,
+            drawn: false,
+            shuffle: None,
+            noise_multiplier: Some(p.noise_multiplier),
         })
     }
 
@@ -170,36 +213,18 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     /// [`step`](Self::step), also returning the indices of the batch it drew (for an
     /// algorithm that evaluates on that batch, like SA-DPSGD's energy).
-    pub fn step_with_batch(&mut self, data: &M::Data) -> Result<(StepReport, Vec<usize>)> {
-        let charge = self.begin_step(data)?;
-        let batch = self.draw_batch();
+    pub fn step_with_batch(&mut self, data: &M::Data) -> Result<(StepReport, Batch)> {
+        let mut charge = self.begin_step(data)?;
+        let batch = self.draw_batch(&mut charge)?;
         let clipped = self.clipped_sum(data, &batch)?;
         let noisy = self.release(charge, clipped)?;
         Ok((self.apply_update(&noisy)?, batch))
     }
 
-    /// The next batch of the training sequence, drawn with the run's sampler.
-    pub fn draw_batch(&mut self) -> Vec<usize> {
-        let mut batch = Vec::new();
-        let n = self.dataset_size;
-        let sampler = self.config.sampler;
-        sampler.draw(n, &mut self.noise, &mut self.shuffle, &mut batch);
-        batch
-    }
-
-    /// A batch drawn with `sampler` outside the training sequence (a shuffled sampler
-    /// starts a fresh permutation). What is computed on it must be charged separately.
-    pub fn draw_extra_batch(&mut self, sampler: Sampler) -> Vec<usize> {
-        let mut out = Vec::new();
-        let mut shuffle = ShuffleState::default();
-        sampler.draw(self.dataset_size, &mut self.noise, &mut shuffle, &mut out);
-        out
-    }
-
     /// The clipped gradient sum of the examples `batch` of `data`, in physical slices,
     /// with the run's clipping rule; fail-closed: every slice's sum must cover every
     /// parameter ([`Error::UnprotectedParameter`]).
-    pub fn clipped_sum(&mut self, data: &M::Data, batch: &[usize]) -> Result<ClippedSum> {
+    pub fn clipped_sum(&mut self, data: &M::Data, batch: &Batch) -> Result<ClippedSum> {
         self.clipped_sum_with(data, batch, self.clip_rule())
     }
 
@@ -209,7 +234,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     pub fn clipped_sum_with(
         &mut self,
         data: &M::Data,
-        batch: &[usize],
+        batch: &Batch,
         rule: ClipRule,
     ) -> Result<ClippedSum> {
         if matches!(self.moments, Moments::Device(_)) {
@@ -225,7 +250,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     fn device_sum_slices(
         &mut self,
         data: &M::Data,
-        batch: &[usize],
+        batch: &Batch,
         rule: ClipRule,
     ) -> Result<ClippedSum> {
         let applied = rule;
@@ -239,7 +264,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
         let mut sum: Option<Gradient> = None;
         let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
-        for slice in batch.chunks(physical) {
+        for slice in batch.indices().chunks(physical) {
             let clipped = self
                 .model
                 .clipped_gradient_on_device(data, slice, applied)?;
@@ -278,6 +303,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         Ok(ClippedSum {
             sum,
             rule,
+            charge: batch.charge(),
             batch_size: batch.len(),
             loss_sum,
             nonfinite,
@@ -288,7 +314,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// parameter; `rule` as configured, or as a fault test breaks it.
     pub(super) fn sum_slices(
         &mut self,
-        batch: &[usize],
+        batch: &Batch,
         rule: ClipRule,
         gradient: impl Fn(&M, &[usize], ClipRule) -> dp_models::Result<ClippedGradient>,
     ) -> Result<ClippedSum> {
@@ -299,7 +325,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
         let mut sum = vec![0.0f32; p_count];
         let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
-        for slice in batch.chunks(physical) {
+        for slice in batch.indices().chunks(physical) {
             let clipped = gradient(&self.model, slice, applied)?;
             if clipped.sum.len() != p_count {
                 return Err(Error::UnprotectedParameter(format!(
@@ -318,6 +344,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         Ok(ClippedSum {
             sum: Gradient::Host(sum),
             rule,
+            charge: batch.charge(),
             batch_size: batch.len(),
             loss_sum,
             nonfinite,
@@ -341,6 +368,11 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         clipped: ClippedSum,
         support: Option<&[usize]>,
     ) -> Result<NoisyGradient> {
+        if clipped.charge != charge.id || !charge.drawn {
+            return Err(Error::UnprotectedParameter(
+                "the clipped sum is not of the batch drawn under this step's charge".into(),
+            ));
+        }
         let mut sum = clipped.sum;
         if let Some(mechanism) = &charge.mechanism {
             self.check_covered(mechanism, clipped.rule)?;
@@ -358,6 +390,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         }
         if let (Some(filter), Some(reservation)) = (&mut self.ledger, charge.reservation.take()) {
             filter.commit(reservation)?;
+            self.note_epoch_charge(charge.noise_multiplier);
+        }
+        if let Some(shuffle) = charge.shuffle.take() {
+            self.shuffle = shuffle;
         }
         self.steps += 1;
         self.nonfinite += clipped.nonfinite as u64;
@@ -426,17 +462,17 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         Ok(())
     }
 
-    /// Releases one scalar statistic of private data through `mechanism`, run on a batch
-    /// drawn by `sampling`: the event `sampling.amplify(mechanism.event())` is charged
-    /// (under the budget) before the noise is drawn. `value` must have the mechanism's
-    /// sensitivity under the scheme's relation.
+    /// Releases one scalar statistic of the private records of `batch` through
+    /// `mechanism`: the event `scheme.amplify(mechanism.event())`, for the scheme that drew
+    /// the batch, is charged (under the budget) before the noise is drawn. `value` must
+    /// have the mechanism's sensitivity under the scheme's relation.
     pub fn release_value(
         &mut self,
         value: f64,
         mechanism: &GaussianMechanism,
-        sampling: &SamplingScheme,
+        batch: &ExtraBatch,
     ) -> Result<f64> {
-        self.charge(&sampling.amplify(mechanism.event()))?;
+        self.charge(&batch.scheme().amplify(mechanism.event()))?;
         Ok(mechanism.release(value, &mut self.noise))
     }
 

@@ -1,0 +1,127 @@
+//! Ghost norms that cannot fail open: `‖Σₐ Lₐᵀ Rₐ‖²` per example from the Gram matrices
+//! `Lₐ L_bᵀ` and `Rₐ R_bᵀ` (Li et al. 2022), as an upper bound that rounding cannot take
+//! below the true squared norm.
+//!
+//! The exact value is a sum of K² products that can cancel: two positions with nearly
+//! equal inputs and opposite output gradients have a squared norm near zero from terms
+//! of size ‖l‖²‖r‖², and an `f32` evaluation can come out small, or negative (then
+//! `sqrt` is NaN), so an example would be under-clipped or not clipped at all. Here the
+//! Gram matrices are computed in `f32`, their products summed in `f64`, and the
+//! worst-case rounding error added:
+//!
+//! * a dense Gram entry `⟨x_s, x_t⟩` over n coordinates is off by at most
+//!   `γₙ‖x_s‖‖x_t‖`, `γₙ = nu / (1 − nu)`, `u = 2⁻²⁴` (the standard bound for a dot
+//!   product in any summation order, Higham, *Accuracy and Stability of Numerical
+//!   Algorithms*, 2nd ed., §3.1; docs/accounting.md cites it); one-hot Gram entries and
+//!   gathered rows are exact;
+//! * so each product of Gram entries is off by at most
+//!   `(γ_L + γ_R + γ_Lγ_R)‖l_s‖‖l_t‖‖r_s‖‖r_t‖`, and the `f64` products and sum of
+//!   N terms add at most `γ_N⁽⁶⁴⁾` of the sum of their magnitudes;
+//! * the magnitudes sum to at most `A² = (Σₐ Σ_s ‖l_{a,s}‖‖r_{a,s}‖)²` (Cauchy–Schwarz).
+//!
+//! So `s = max(computed, 0) + (γ_L + γ_R + γ_Lγ_R + γ_N⁽⁶⁴⁾)(1 + 2⁻²⁰)·A²` is never below the
+//! exact squared norm of the `f32` factors. The gradient the clipped sum is built from is
+//! itself an `f32` product over the K positions, off by at most `γ_K·A` in norm, so the
+//! value returned is `(√s + γ_K·A)²`, rounded up to `f32`: it bounds both. Where
+//! the terms cancel the bound is dominated by the error term and the example is clipped
+//! harder than it needs to be (fail-closed); elsewhere the slack is a few parts in 10⁵
+//! for the layers of this workspace's transformer. (On a GPU whose `f32` matmul runs in
+//! TF32 the `u` above does not hold; Candle's default is full `f32`.)
+
+use candle_core::{DType, Tensor};
+
+use super::contribution::Left;
+use crate::error::{Error, Result};
+
+/// Unit roundoff of `f32` and of `f64`.
+const U32: f64 = 1.0 / (1u64 << 24) as f64;
+const U64: f64 = 1.0 / (1u64 << 53) as f64;
+
+/// `γₙ = nu / (1 − nu)`: the relative error bound of an n-term dot product.
+fn gamma(n: usize, u: f64) -> f64 {
+    let nu = n as f64 * u;
+    if nu >= 0.5 {
+        return f64::INFINITY;
+    }
+    nu / (1.0 - nu)
+}
+
+/// `X Yᵀ` per example (B, Kₓ, K_y); one row each (a Linear on (B, in)) is a row dot
+/// product, not B one-by-one matmuls.
+pub(super) fn gram(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    if x.dim(1)? == 1 && y.dim(1)? == 1 {
+        return Ok((x * y)?.sum_keepdim(2)?);
+    }
+    Ok(x.matmul(&y.transpose(1, 2)?)?)
+}
+
+/// `Lₐ L_bᵀ` per example (B, Kₐ, K_b), and its entries' error bound γ (relative to the
+/// product of the rows' norms): γ over the dense width, 0 where a side is one-hot (the
+/// entries are exact 0/1 or gathered values).
+fn left_gram(a: &Left, b: &Left) -> Result<(Tensor, f64)> {
+    Ok(match (a, b) {
+        (Left::Dense(x), Left::Dense(y)) => (gram(x, y)?, gamma(x.dim(2)?, U32)),
+        (Left::OneHot { ids: x, .. }, Left::OneHot { ids: y, .. }) => (
+            x.unsqueeze(2)?
+                .broadcast_eq(&y.unsqueeze(1)?)?
+                .to_dtype(DType::F32)?,
+            0.0,
+        ),
+        // [t, s] = Dense[s, idₜ]: gather the dense rows at the ids.
+        (Left::OneHot { ids, .. }, Left::Dense(d)) => {
+            let (b, ks, _) = d.dims3()?;
+            let kt = ids.dim(1)?;
+            let index = ids.unsqueeze(1)?.broadcast_as((b, ks, kt))?.contiguous()?;
+            (d.contiguous()?.gather(&index, 2)?.transpose(1, 2)?, 0.0)
+        }
+        (Left::Dense(_), Left::OneHot { .. }) => {
+            let (g, e) = left_gram(b, a)?;
+            (g.transpose(1, 2)?, e)
+        }
+    })
+}
+
+/// `‖x_s‖` of each row (B, K) in `f64`; 1 for one-hot rows.
+fn row_norms(left: &Left) -> Result<Tensor> {
+    Ok(match left {
+        Left::Dense(x) => x.to_dtype(DType::F64)?.sqr()?.sum(2)?.sqrt()?,
+        Left::OneHot { ids, .. } => Tensor::ones(ids.dims2()?, DType::F64, ids.device())?,
+    })
+}
+
+/// The rigorous upper bound (B,) of `Σₐ Σ_b ⟨Lₐ L_bᵀ, Rₐ R_bᵀ⟩`, the squared norm of
+/// `Σₐ Lₐᵀ Rₐ` per example (module docs).
+pub(crate) fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
+    let mut total: Option<Tensor> = None;
+    let mut magnitude: Option<Tensor> = None;
+    let (mut worst, mut terms, mut positions) = (0.0f64, 0usize, 0usize);
+    for (a, (la, ra)) in outers.iter().enumerate() {
+        positions += ra.dim(1)?;
+        let a_norms = (row_norms(la)? * ra.to_dtype(DType::F64)?.sqr()?.sum(2)?.sqrt()?)?;
+        let a_sum = a_norms.sum(1)?;
+        magnitude = Some(match magnitude {
+            None => a_sum,
+            Some(m) => (m + a_sum)?,
+        });
+        for (b, (lb, rb)) in outers.iter().enumerate().skip(a) {
+            let (lg, gamma_l) = left_gram(la, lb)?;
+            let gamma_r = gamma(ra.dim(2)?, U32);
+            worst = worst.max(gamma_l + gamma_r + gamma_l * gamma_r);
+            terms += lg.dim(1)? * lg.dim(2)?;
+            let rg = gram(ra, rb)?.to_dtype(DType::F64)?;
+            let term = (lg.to_dtype(DType::F64)? * rg)?.flatten_from(1)?.sum(1)?;
+            let term = if a == b { term } else { (term * 2.0)? };
+            total = Some(match total {
+                None => term,
+                Some(t) => (t + term)?,
+            });
+        }
+    }
+    let missing = || Error::invalid_model("DP layer", "a parameter without contributions");
+    let (total, magnitude) = (total.ok_or_else(missing)?, magnitude.ok_or_else(missing)?);
+    let slack = (worst + gamma(2 * terms + outers.len(), U64)) * (1.0 + 1.0 / (1 << 20) as f64);
+    let exact_bound = (total.relu()? + (magnitude.sqr()? * slack)?)?;
+    let computed_bound = (exact_bound.sqrt()? + (&magnitude * gamma(positions, U32))?)?.sqr()?;
+    // Rounded up: f64 → f32 rounds to nearest (relative error ≤ 2⁻²⁴).
+    Ok((computed_bound * (1.0 + 1.0 / (1 << 22) as f64))?.to_dtype(DType::F32)?)
+}
