@@ -20,6 +20,13 @@ pub struct CalibrationOptions {
     pub epsilon_tolerance: Option<f64>,
     /// Stop when the bracket is narrower than this fraction of σ. Default 1e-6.
     pub relative_tolerance: f64,
+    /// The search does not go below this σ. Default 0.05: below it a DP-SGD step
+    /// releases nearly the raw clipped sum, and the PLD of a sampled Gaussian needs a
+    /// grid that grows as 1/σ² (tens of millions of points at 0.01). When the target
+    /// already holds here — e.g. δ at least the sampling rate, where one Poisson step is
+    /// (0, q)-DP whatever σ — the target does not constrain σ and the search stops
+    /// with an error saying so, instead of bisecting towards 0 without end.
+    pub min_noise_multiplier: f64,
 }
 
 impl Default for CalibrationOptions {
@@ -29,6 +36,7 @@ impl Default for CalibrationOptions {
             max_noise_multiplier: 1e6,
             epsilon_tolerance: None,
             relative_tolerance: 1e-6,
+            min_noise_multiplier: 0.05,
         }
     }
 }
@@ -80,7 +88,11 @@ pub fn calibrate_noise<A: Accountant>(
     validate::open_unit("target_delta", target_delta)?;
     validate::positive("initial_upper", options.initial_upper)?;
     validate::non_negative("relative_tolerance", options.relative_tolerance)?;
+    validate::positive("min_noise_multiplier", options.min_noise_multiplier)?;
     let eps = |sigma: f64| epsilon_of(&make_accountant, &make_event(sigma), target_delta);
+    let floor = options.min_noise_multiplier.min(options.initial_upper);
+    // Bisection from 0 (Opacus's midpoints, reproduced exactly); the floor is enforced
+    // once the bracket reaches it.
     let mut lo = 0.0;
     let mut hi = options.initial_upper;
     let mut eps_hi = eps(hi)?;
@@ -94,7 +106,24 @@ pub fn calibrate_noise<A: Accountant>(
         }
         eps_hi = eps(hi)?;
     }
+    let unconstrained = || {
+        Error::Calibration(format!(
+            "every noise multiplier down to {floor} already meets epsilon {target_epsilon} at \
+             delta {target_delta}: the target does not constrain the noise (is delta at least \
+             the sampling rate, or epsilon very large?); lower delta or epsilon"
+        ))
+    };
+    let mut floor_checked = false;
     for _ in 0..200 {
+        // Once the bracket nears the floor without ever exceeding the target, the target
+        // may hold at every σ: one evaluation at the floor settles it.
+        if !floor_checked && lo < floor && hi < 2.0 * floor {
+            floor_checked = true;
+            if eps(floor)? <= target_epsilon {
+                return Err(unconstrained());
+            }
+            lo = floor;
+        }
         if let Some(tol) = options.epsilon_tolerance {
             if target_epsilon - eps_hi <= tol {
                 break;

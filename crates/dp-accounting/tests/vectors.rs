@@ -499,3 +499,32 @@ fn default_rdp_config_is_opacus_improved_signed() {
     assert_eq!(config.conversion, Conversion::Improved);
     assert_eq!(config.series, SIGNED);
 }
+
+/// The audit's hostile calibrations: one Poisson step at q = 0.00068 with δ = 0.00784 > q
+/// is (0, q)-DP whatever σ, and ε 1e300 holds at any σ: the search once bisected
+/// towards σ = 0 on an ever larger PLD grid (past 120 s). Now a calibration error that
+/// says the target does not constrain the noise, after a bounded search.
+#[test]
+fn a_target_that_every_sigma_meets_is_a_calibration_error() {
+    let pld = || {
+        dp_accounting::AccountantKind::Pld.build(
+            dp_accounting::NeighbouringRelation::AddOrRemoveOne,
+            &dp_accounting::OrderGrid::Opacus,
+        )
+    };
+    for (epsilon, delta, q) in [(1.6657, 0.00784, 0.00068), (1e300, 1e-5, 0.01)] {
+        for options in [CalibrationOptions::default(), CalibrationOptions::opacus()] {
+            let solved =
+                calibrate_noise(pld, |s| DpEvent::dp_sgd(q, s, 1), epsilon, delta, options);
+            match solved {
+                Err(dp_accounting::Error::Calibration(reason)) => {
+                    assert!(reason.contains("does not constrain"), "{reason}")
+                }
+                // Opacus's search stops once ε is within 0.01 below the target at
+                // σ = 10; any σ it returns must meet the target.
+                Ok(c) => assert!(c.epsilon <= epsilon && c.value >= 0.05, "{c:?}"),
+                Err(other) => panic!("{other}"),
+            }
+        }
+    }
+}

@@ -103,11 +103,11 @@ pub enum OptimizerChoice {
 /// Per-example clipping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ClippingChoice {
-    /// Flat clipping to --clip.
+    /// Flat clipping to --max-grad-norm.
     Flat,
-    /// Each parametric layer clipped to --clip/√L.
+    /// Each parametric layer clipped to --max-grad-norm/√L.
     PerLayer,
-    /// AUTO-S normalisation with γ = --clip (sensitivity 1).
+    /// AUTO-S normalisation with γ = --max-grad-norm (sensitivity 1).
     AutoS,
 }
 

@@ -157,7 +157,30 @@ fn bad_input_is_one_line_and_exit_code_2() {
         ("audit --canaries 10 --guesses 20", "--guesses"),
         ("audit --noise-multiplier 0", "--noise-multiplier"),
     ];
-    for (args, needle) in cases {
+    let hostile = [
+        // The audit's hostile pass: each once a panic, an OOM kill, an unbounded run or a
+        // calibration past 120 s.
+        ("audit --canaries 18446744073709551615 --seed 1", "--canaries"),
+        ("audit --canaries 100000000 --seed 1", "--canaries"),
+        ("audit --steps 1000000 --q 1 --seed 1", "--steps"),
+        (
+            "calibrate --target-epsilon 1.6657 --delta 0.00784 --accountant pld --q 0.00068 --steps 1 --json",
+            "does not constrain",
+        ),
+        (
+            "calibrate --target-epsilon 1.6657 --delta 0.00784 --accountant pld --q 0.00068 --steps 1 --opacus-search",
+            "does not constrain",
+        ),
+        (
+            "calibrate --target-epsilon 1e300 --delta 1e-5 --q 0.01 --steps 100",
+            "does not constrain",
+        ),
+        ("train --no-dp --noise-multiplier 1", "--noise-multiplier"),
+        ("train --no-dp --target-epsilon 3", "--target-epsilon"),
+        ("train --batch-size 100000000 --noise-multiplier 1", "--batch-size"),
+        ("train --physical-batch-size 100000000 --noise-multiplier 1", "--physical-batch-size"),
+    ];
+    for (args, needle) in cases.into_iter().chain(hostile) {
         let out = dp(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "dp {args}: {stderr}");
@@ -184,6 +207,30 @@ fn help_exits_zero() {
     let out = dp("--help");
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("calibrate"));
+    let train = String::from_utf8_lossy(&dp("train --help").stdout).to_string();
+    assert!(!train.contains("--clip"), "the old flag name: {train}");
+}
+
+/// ∞ is "unbounded" in every output, and a confidence is printed as given.
+#[test]
+fn audit_prints_unbounded_and_the_exact_confidence() {
+    let json = stdout("audit --noise-multiplier 1e-300 --steps 2 --seed 1 --json");
+    let report: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(report["claimed_epsilon"], "unbounded");
+    let text = stdout("audit --confidence 0.999999999 --steps 2 --seed 1");
+    assert!(text.contains("probability 0.999999999"), "{text}");
+}
+
+/// A long PLD composition whose ε runs into the hundreds is finite (it once overflowed
+/// to "unbounded" where RDP gives 1035.9).
+#[test]
+fn pld_epsilon_in_the_hundreds_is_finite() {
+    let json = stdout(
+        "account --accountant pld --q 0.01 --steps 10000000 --noise-multiplier 1 --delta 1e-5 --json",
+    );
+    let report: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let eps = report["epsilon"].as_f64().expect("finite epsilon");
+    assert!(eps > 900.0 && eps < 1035.9, "{eps}");
 }
 
 /// `dp train` on a slice of MNIST when the data is present (CI sets DP_DATA_DIR).

@@ -86,8 +86,20 @@ struct CanaryData {
 }
 
 impl CanaryAudit {
+    /// The most canaries (and ordinary records) an audit takes: its design matrix holds
+    /// (records + canaries) × (features + canaries) floats, 0.8 GB at this size.
+    pub const MAX_CANARIES: usize = 10_000;
+
     fn check(&self) -> Result<()> {
         validate::at_least_one("records", self.records)?;
+        if self.canaries > Self::MAX_CANARIES || self.records > Self::MAX_CANARIES {
+            return Err(Error::InvalidParameter {
+                name: "canaries",
+                value: self.canaries.max(self.records) as f64,
+                reason: "and records must each be at most 10000 (the design matrix is \
+                         (records + canaries) × (features + canaries))",
+            });
+        }
         validate::at_least_one("features", self.features)?;
         validate::at_least_one("canaries", self.canaries)?;
         validate::at_least_one("guesses", self.guesses)?;
@@ -223,8 +235,21 @@ impl CanaryAudit {
         &self,
         config: TrainConfig,
         steps: u64,
+        noise: NoiseSource,
+        prepare: impl FnOnce(&mut PrivacyEngine) -> Result<()>,
+    ) -> Result<AuditReport> {
+        self.run_observed(config, steps, noise, prepare, |_, _| {})
+    }
+
+    /// [`run`](Self::run), calling `progress(steps done, steps)` after every step (for a
+    /// long audit's progress display).
+    pub fn run_observed(
+        &self,
+        config: TrainConfig,
+        steps: u64,
         mut noise: NoiseSource,
         prepare: impl FnOnce(&mut PrivacyEngine) -> Result<()>,
+        mut progress: impl FnMut(u64, u64),
     ) -> Result<AuditReport> {
         self.check()?;
         let privacy = config
@@ -237,8 +262,9 @@ impl CanaryAudit {
         let n = canaries.data.len();
         let mut engine = PrivacyEngine::new(model, config, n, noise)?;
         prepare(&mut engine)?;
-        for _ in 0..steps {
+        for done in 1..=steps {
             engine.step(&canaries.data)?;
+            progress(done, steps);
         }
         let after = self.canary_logits(engine.model())?;
         let scores = self.scores(&before, &after, &canaries.labels);

@@ -8,7 +8,8 @@
 //! accounting), the run's settings and a SHA-256 of the training data. It holds the
 //! noise key only for a `--seed` run, whose noise is predictable from the seed anyway:
 //! an OS-seeded run's checkpoint has no key and a resumed run draws fresh OS entropy.
-//! Files are written with mode 0600.
+//! Files are written with mode 0600 and carry a SHA-256 digest of their contents that
+//! loading verifies (integrity against edits and corruption, not authenticity).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -51,6 +52,9 @@ pub struct Checkpoint {
     /// The noise multiplier the current shuffled epoch was charged at (`None` for other
     /// samplers, or before the first charge).
     pub epoch_noise_multiplier: Option<f64>,
+    /// SHA-256 of everything above (integrity, not authenticity: `integrity.rs`), set by
+    /// [`save`](Self::save) and verified by [`load`](Self::load).
+    pub digest: Option<String>,
 }
 
 fn checkpoint_error(path: &Path, reason: impl ToString) -> Error {
@@ -80,12 +84,18 @@ impl Checkpoint {
                 ),
             ));
         }
-        serde_json::from_slice(&bytes).map_err(|e| checkpoint_error(path, e))
+        let checkpoint: Checkpoint =
+            serde_json::from_slice(&bytes).map_err(|e| checkpoint_error(path, e))?;
+        crate::integrity::verify(&checkpoint).map_err(|reason| checkpoint_error(path, reason))?;
+        Ok(checkpoint)
     }
 
-    /// Writes atomically (a temporary file beside `path`, fsync, rename), mode 0600.
+    /// Writes atomically (a temporary file beside `path`, fsync, rename), mode 0600, with
+    /// its integrity digest.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let json = serde_json::to_vec(self).map_err(|e| checkpoint_error(path, e))?;
+        let mut sealed = self.clone();
+        sealed.digest = Some(crate::integrity::digest(self)?);
+        let json = serde_json::to_vec(&sealed).map_err(|e| checkpoint_error(path, e))?;
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         let mut options = OpenOptions::new();
         options.write(true).create(true).truncate(true);

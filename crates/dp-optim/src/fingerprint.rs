@@ -162,13 +162,24 @@ impl RunFingerprint {
             }
             return Err(Error::ResumeMismatch {
                 field: field.name(),
-                checkpoint: saved.clone(),
-                run: now.clone(),
+                checkpoint: brief(saved),
+                run: brief(now),
                 hint: hint(field, saved),
             });
         }
         Ok(())
     }
+}
+
+/// A setting short enough for a one-line message: a long one (a model's architecture
+/// runs to kilobytes) as its start and its length.
+fn brief(value: &str) -> String {
+    const MOST: usize = 80;
+    if value.chars().count() <= MOST {
+        return value.to_string();
+    }
+    let start: String = value.chars().take(MOST).collect();
+    format!("{start}… ({} characters)", value.chars().count())
 }
 
 fn hint(field: RunField, saved: &str) -> String {

@@ -19,6 +19,7 @@ mod evaluate;
 pub mod fault;
 mod fingerprint;
 pub mod gdp;
+mod integrity;
 mod make_private;
 mod optimizer;
 mod sampler;

@@ -228,7 +228,7 @@ fn the_budget_holds_across_a_resume_with_a_new_sigma() -> dp_optim::Result<()> {
     }
     let spent = first.epsilon()?.expect("private");
     assert!(spent <= 3.0 && spent > 2.9, "{spent}");
-    let mut resumed = engine_with(NoiseSource::seeded(6), budgeted(3.0), &data)?;
+    let mut resumed = engine_with(NoiseSource::seeded(5), budgeted(3.0), &data)?;
     resumed.restore_allowing(&first.checkpoint()?, &[RunField::NoiseMultiplier])?;
     let mut extra = 0;
     loop {

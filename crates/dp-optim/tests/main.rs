@@ -13,6 +13,7 @@ mod dpd;
 mod gdp;
 mod guarantee;
 mod shuffle;
+mod tamper;
 mod trainer;
 
 use dp_optim::{
@@ -227,8 +228,21 @@ fn seeded_training_is_bit_reproducible_and_checkpoints_resume() -> dp_optim::Res
     let three = run(3)?;
     let path = std::env::temp_dir().join(format!("dp-optim-ckpt-{}.json", std::process::id()));
     three.save_checkpoint(&path)?;
-    let mut resumed = engine(
+    // Another seed would be silently ignored (the checkpoint's stream continues): refused.
+    let mut other = engine(
         999,
+        Sampler::Poisson {
+            sampling_rate: 0.05,
+        },
+        Some(private(None)),
+        &data,
+    )?;
+    assert!(matches!(
+        other.restore(&dp_optim::Checkpoint::load(&path)?),
+        Err(Error::ResumeMismatch { field: "seed", .. })
+    ));
+    let mut resumed = engine(
+        8,
         Sampler::Poisson {
             sampling_rate: 0.05,
         },
@@ -529,7 +543,7 @@ fn shuffled_epochs_cover_every_record_and_are_charged_per_epoch() -> dp_optim::R
     let path = std::env::temp_dir().join(format!("dp-optim-shuffle-{}.json", std::process::id()));
     run(4)?.save_checkpoint(&path)?;
     let mut resumed = engine(
-        999,
+        51,
         Sampler::Shuffle { batch_size: 40 },
         Some(private(None)),
         &data,

@@ -30,7 +30,7 @@ fn checkpoint_after(steps: usize, data: &dp_models::data::Dataset) -> Checkpoint
 fn a_resume_inside_a_shuffled_epoch_refuses_a_new_sigma() {
     let data = toy_data(120, &mut NoiseSource::seeded(60));
     let mid = checkpoint_after(4, &data);
-    let mut resumed = shuffled(62, 0.5, &data);
+    let mut resumed = shuffled(61, 0.5, &data);
     let refused = resumed.restore_allowing(&mid, &[RunField::NoiseMultiplier]);
     match refused {
         Err(Error::EpochBoundary {
@@ -44,7 +44,7 @@ fn a_resume_inside_a_shuffled_epoch_refuses_a_new_sigma() {
         other => panic!("expected EpochBoundary, got {other:?}"),
     }
     // Resumed at the epoch's own σ it finishes the epoch; σ may change at the boundary.
-    let mut same = shuffled(62, 2.0, &data);
+    let mut same = shuffled(61, 2.0, &data);
     same.restore(&mid).expect("same sigma");
     same.step(&data).expect("step 4");
     same.step(&data).expect("step 5");
@@ -63,7 +63,7 @@ fn a_resume_inside_a_shuffled_epoch_refuses_a_new_sigma() {
 fn a_resume_at_a_shuffled_epoch_boundary_charges_the_new_sigma() -> dp_optim::Result<()> {
     let data = toy_data(120, &mut NoiseSource::seeded(63));
     let boundary = checkpoint_after(3, &data);
-    let mut resumed = shuffled(64, 0.5, &data);
+    let mut resumed = shuffled(61, 0.5, &data);
     resumed.restore_allowing(&boundary, &[RunField::NoiseMultiplier])?;
     resumed.step(&data)?;
     let events: Vec<_> = resumed.ledger().expect("private").entries.clone();

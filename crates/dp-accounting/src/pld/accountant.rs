@@ -365,13 +365,23 @@ impl Accountant for PldAccountant {
         check_target_delta(target_delta)?;
         let (remove, add) = self.composed()?;
         let epsilon = remove.epsilon(target_delta).max(add.epsilon(target_delta));
+        let mut warnings = Vec::new();
+        let at_infinity = remove.infinity_mass.max(add.infinity_mass);
+        if epsilon == f64::INFINITY && at_infinity > target_delta {
+            warnings.push(format!(
+                "the discretised PLD holds mass {at_infinity:.3e} at infinity (the tails its \
+                 truncation moves there, accumulated over the composition), more than delta: \
+                 the infinite epsilon is a limit of the discretisation, not of the mechanism; \
+                 the RDP accountant gives a finite bound"
+            ));
+        }
         Ok(PrivacyReport {
             accountant: "pld".to_string(),
             epsilon,
             delta: target_delta,
             order: None,
             guarantee: Guarantee::UpperBound,
-            warnings: Vec::new(),
+            warnings,
         })
     }
 

@@ -53,22 +53,25 @@ impl LossPmf {
         }
         // Scan from the largest loss down. On [ℓ_{j−1}, ℓ_j), δ(ε) = A − e^ε B with
         // A = m_∞ + Σ_{i≥j} p_i and B = Σ_{i≥j} p_i e^{−ℓ_i}.
+        // B is kept as e^{ℓ_top}·B (ℓ_top the largest loss), so that neither e^{−ℓ} nor
+        // e^{ε} overflows or underflows where ε runs into the hundreds.
+        let top = self.loss(self.probs.len().saturating_sub(1));
         let mut mass_above = self.infinity_mass;
         let mut weighted_above = 0.0;
         for j in (0..self.probs.len()).rev() {
             mass_above += self.probs[j];
-            weighted_above += self.probs[j] * (-self.loss(j)).exp();
+            weighted_above += self.probs[j] * (top - self.loss(j)).exp();
             let next_lower = if j == 0 {
                 f64::NEG_INFINITY
             } else {
                 self.loss(j - 1)
             };
-            let delta_at_next = mass_above - (next_lower.exp() * weighted_above);
+            let delta_at_next = mass_above - ((next_lower - top).exp() * weighted_above);
             if next_lower == f64::NEG_INFINITY || delta_at_next > delta {
                 if weighted_above <= 0.0 {
                     return 0.0;
                 }
-                let eps = ((mass_above - delta) / weighted_above).ln();
+                let eps = ((mass_above - delta) / weighted_above).ln() + top;
                 return eps.max(next_lower).max(0.0);
             }
             if next_lower <= 0.0 {

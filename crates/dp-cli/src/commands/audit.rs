@@ -10,6 +10,10 @@ use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::AuditArgs;
 use crate::output::{number, short};
 
+/// Most steps of an audit, and most examples (steps × expected batch) it processes.
+const MAX_AUDIT_STEPS: u64 = 1_000_000;
+const MAX_AUDIT_EXAMPLES: f64 = 2e7;
+
 pub fn run(args: &AuditArgs) -> Result<String> {
     check_noise_multiplier(args.noise_multiplier)?;
     check_delta(args.delta)?;
@@ -24,10 +28,29 @@ pub fn run(args: &AuditArgs) -> Result<String> {
             short(args.confidence)
         );
     }
-    if args.steps == 0 || args.steps > 1_000_000 {
-        bail!("--steps ({}) must be in 1..=1000000", args.steps);
+    if args.canaries == 0 || args.canaries > CanaryAudit::MAX_CANARIES {
+        bail!(
+            "--canaries ({}) must be in 1..={} (the design matrix grows as its square)",
+            args.canaries,
+            CanaryAudit::MAX_CANARIES
+        );
     }
-    if args.canaries == 0 || args.guesses == 0 || args.guesses > args.canaries {
+    // Bounded work: steps × the expected batch (records + canaries, each included with
+    // probability ½, at rate q) examples.
+    let audit_records = CanaryAudit::default().records as f64 + args.canaries as f64 / 2.0;
+    let per_step = (args.q * audit_records).max(1.0);
+    let max_steps = ((MAX_AUDIT_EXAMPLES / per_step).floor() as u64).clamp(1, MAX_AUDIT_STEPS);
+    if args.steps == 0 || args.steps > max_steps {
+        bail!(
+            "--steps ({}) must be in 1..={max_steps} at --q {} and --canaries {} (an audit \
+             processes at most {} examples)",
+            args.steps,
+            short(args.q),
+            args.canaries,
+            short(MAX_AUDIT_EXAMPLES)
+        );
+    }
+    if args.guesses == 0 || args.guesses > args.canaries {
         bail!(
             "--guesses ({}) must be in 1..=--canaries ({})",
             args.guesses,
@@ -63,9 +86,14 @@ pub fn run(args: &AuditArgs) -> Result<String> {
         Some(seed) => NoiseSource::seeded(seed),
         None => NoiseSource::os_seeded()?,
     };
-    let report = audit.run(config, args.steps, noise, |_| Ok(()))?;
+    let report = audit.run_observed(config, args.steps, noise, |_| Ok(()), progress)?;
     if args.json {
-        return Ok(format!("{}\n", serde_json::to_string_pretty(&report)?));
+        let mut json = serde_json::to_value(&report)?;
+        // ∞ is not a JSON number: "unbounded", as `dp account` writes it.
+        if !report.claimed_epsilon.is_finite() {
+            json["claimed_epsilon"] = "unbounded".into();
+        }
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&json)?));
     }
     Ok(format!(
         "one-run audit (Steinke, Nasr & Jagielski 2023): softmax regression on {} records + {} Dirac canaries ({} included), Poisson q = {}, noise_multiplier = {}, {} steps\n\
@@ -78,11 +106,23 @@ pub fn run(args: &AuditArgs) -> Result<String> {
         short(args.q),
         short(args.noise_multiplier),
         report.steps,
-        number(report.claimed_epsilon),
+        if report.claimed_epsilon.is_finite() {
+            number(report.claimed_epsilon)
+        } else {
+            "unbounded".into()
+        },
         number(report.lower_bound),
         report.outcome.correct,
         report.outcome.guesses,
-        short(args.confidence),
+        args.confidence,
         short(args.delta),
     ))
+}
+
+/// Progress on stderr for a long audit: every tenth of the steps, when there are many.
+fn progress(done: u64, steps: u64) {
+    let tenth = steps.div_ceil(10);
+    if steps >= 10_000 && (done.is_multiple_of(tenth) || done == steps) {
+        crate::output::diag(&format!("audit: step {done} of {steps}"));
+    }
 }

@@ -32,6 +32,9 @@ use crate::output::{diag, epsilon_json, epsilon_text, short};
 /// The longest run `dp train` accepts, in steps.
 const MAX_STEPS: f64 = 1e7;
 
+/// The largest logical (and physical) batch `dp train` accepts: MNIST's training set.
+const MAX_BATCH: usize = 60_000;
+
 pub fn run(args: &TrainArgs) -> Result<String> {
     check_args(args)?;
     let (train, test) = match args.dataset {
@@ -99,6 +102,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
                 dir.path().display(),
                 engine.steps()
             ));
+            check_spent(args, &engine)?;
         }
     }
     let trained = train_loop(
@@ -110,9 +114,39 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         checkpoints.as_ref(),
     )?;
     if let Some(path) = &args.save_weights {
-        engine.model().save_safetensors(path)?;
+        engine.model().save_safetensors(path).map_err(|e| {
+            anyhow::anyhow!(
+                "--save-weights ({}) could not be written: {}",
+                path.display(),
+                root_cause(&e)
+            )
+        })?;
     }
     trained.render(args, &engine, &test)
+}
+
+/// The innermost cause of an error, once (an I/O error wrapped twice is not repeated).
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut inner = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    inner.to_string()
+}
+
+/// A resumed run that has already spent more than the new `--target-epsilon` is an
+/// error, not a run that stops at once and exits 0.
+fn check_spent(args: &TrainArgs, engine: &PrivacyEngine) -> Result<()> {
+    if let (Some(target), Some(spent)) = (args.target_epsilon, engine.epsilon()?) {
+        if spent > target {
+            bail!(
+                "--target-epsilon ({}) is below the epsilon the checkpoint has already spent ({}); the ledger keeps every charge, so the budget must be at least that",
+                short(target),
+                short(spent)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Flag checks that need no data, each naming its flag.
@@ -130,8 +164,31 @@ fn check_args(args: &TrainArgs) -> Result<()> {
     if !(0.0..1.0).contains(&args.momentum) {
         bail!("--momentum ({}) must be in [0, 1)", short(args.momentum));
     }
-    if args.physical_batch_size == Some(0) {
-        bail!("--physical-batch-size must be >= 1");
+    if args.no_dp {
+        for (given, flag) in [
+            (args.noise_multiplier.is_some(), "--noise-multiplier"),
+            (args.target_epsilon.is_some(), "--target-epsilon"),
+        ] {
+            if given {
+                bail!("{flag} has no effect with --no-dp (a non-private run adds no noise and has no budget); drop one of them");
+            }
+        }
+    }
+    if let Some(size) = args.physical_batch_size {
+        if size == 0 || size > MAX_BATCH {
+            bail!("--physical-batch-size ({size}) must be in 1..={MAX_BATCH}");
+        }
+    }
+    if let Some(limit) = args.limit {
+        if limit == 0 {
+            bail!("--limit must be >= 1");
+        }
+    }
+    if args.batch_size == 0 || args.batch_size > MAX_BATCH {
+        bail!(
+            "--batch-size ({}) must be in 1..={MAX_BATCH}",
+            args.batch_size
+        );
     }
     match args.accountant {
         AccountantChoice::All => bail!(
@@ -374,10 +431,11 @@ fn epoch_line(
         return Ok(line.to_string());
     }
     let mut line = format!(
-        "epoch {epoch:.2}  steps {}  test accuracy {:.2}%  epsilon {}  ({seconds:.1} s)",
+        "epoch {epoch:.2}  steps {}  test accuracy {:.2}%  epsilon {}{}  ({seconds:.1} s)",
         engine.steps(),
         100.0 * accuracy,
         epsilon_text(epsilon),
+        asymptotic_note(engine),
     );
     if args.show_non_private_stats {
         let loss = train_loss.map_or("n/a".into(), |l| format!("{l:.4}"));
@@ -398,6 +456,7 @@ impl Trained {
             "steps": engine.steps(), "resumed_at_step": self.resumed_at,
             "test_accuracy": engine.accuracy(test)?, "epsilon": epsilon_json(engine.epsilon()?),
             "delta": args.delta, "accountant": accountant,
+            "epsilon_is_asymptotic": !asymptotic_note(engine).is_empty(),
             "stopped_by_budget": self.stopped_by_budget, "seconds": self.started.elapsed().as_secs_f64(),
         });
         if args.show_non_private_stats {
@@ -413,6 +472,16 @@ impl Trained {
                 serde_json::to_string_pretty(&summary)?
             ))
         }
+    }
+}
+
+/// The caveat of an accountant whose ε is an asymptotic approximation (GDP's CLT).
+fn asymptotic_note(engine: &PrivacyEngine) -> &'static str {
+    match engine.accountant().map(|a| a.guarantee()) {
+        Some(dp_accounting::Guarantee::Asymptotic) => {
+            " (asymptotic: the GDP CLT approximation, may be below the true epsilon)"
+        }
+        _ => "",
     }
 }
 

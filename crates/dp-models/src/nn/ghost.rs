@@ -12,7 +12,7 @@
 //! * a dense Gram entry `⟨x_s, x_t⟩` over n coordinates is off by at most
 //!   `γₙ‖x_s‖‖x_t‖`, `γₙ = nu / (1 − nu)`, `u = 2⁻²⁴` (the standard bound for a dot
 //!   product in any summation order, Higham, *Accuracy and Stability of Numerical
-//!   Algorithms*, 2nd ed., §3.1; docs/accounting.md cites it); one-hot Gram entries and
+//!   Algorithms*, 2nd ed., §3.1; docs/training.md cites it); one-hot Gram entries and
 //!   gathered rows are exact;
 //! * so each product of Gram entries is off by at most
 //!   `(γ_L + γ_R + γ_Lγ_R)‖l_s‖‖l_t‖‖r_s‖‖r_t‖`, and the `f64` products and sum of

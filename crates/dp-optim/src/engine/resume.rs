@@ -36,6 +36,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             nonfinite_gradients: self.nonfinite,
             shuffle: self.shuffle.clone(),
             epoch_noise_multiplier: self.epoch_noise,
+            digest: None,
         })
     }
 
@@ -59,6 +60,8 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             .fingerprint
             .check_resume(&self.fingerprint, allowed)?;
         self.check_resumed_epoch(checkpoint)?;
+        self.check_steps_paid(checkpoint)?;
+        self.check_seed(checkpoint)?;
         let fail = |reason: String| Error::Checkpoint {
             path: "(in memory)".into(),
             reason,
@@ -144,6 +147,52 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 charged,
                 requested: p.noise_multiplier,
             }),
+        }
+    }
+
+    /// Refuses a checkpoint whose step count implies more charges than its ledger holds
+    /// (one per step; one per epoch when shuffled): a lowered count or an emptied ledger
+    /// would resume with less spent than was released.
+    fn check_steps_paid(&self, checkpoint: &Checkpoint) -> Result<()> {
+        let Some(ledger) = &checkpoint.ledger else {
+            return Ok(());
+        };
+        let scheme = self.config.sampler.scheme(self.dataset_size);
+        let owed = match scheme.shuffled_epoch_steps() {
+            Some(epoch) => checkpoint.steps.div_ceil(epoch),
+            None => checkpoint.steps,
+        };
+        let paid = ledger
+            .entries
+            .iter()
+            .fold(0u64, |n, e| n.saturating_add(e.count));
+        if paid < owed {
+            return Err(Error::Checkpoint {
+                path: "(in memory)".into(),
+                reason: format!(
+                    "{} steps need at least {owed} charges but its ledger holds {paid}",
+                    checkpoint.steps
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A seeded run continues the checkpoint's noise stream: refused when this run's seed
+    /// is another one (it would be silently ignored).
+    fn check_seed(&self, checkpoint: &Checkpoint) -> Result<()> {
+        match &checkpoint.noise {
+            Some(saved) if self.noise.is_reproducible() && saved.key != self.noise.state().key => {
+                Err(Error::ResumeMismatch {
+                    field: "seed",
+                    checkpoint: "a --seed run".into(),
+                    run: "another --seed value".into(),
+                    hint: "a seeded resume continues the checkpoint's noise stream; resume \
+                           with the --seed the run was started with"
+                        .into(),
+                })
+            }
+            _ => Ok(()),
         }
     }
 
