@@ -46,7 +46,10 @@ pub fn render_reports(header: &str, rows: &[Row], json: bool) -> Result<String> 
             Row::Report(r) => {
                 let order = r.order.map_or("-".to_string(), |a| format!("{a}"));
                 let guarantee = match r.guarantee {
-                    _ if r.epsilon == f64::INFINITY && !r.warnings.is_empty() => {
+                    _ if r.epsilon == f64::INFINITY
+                        && r.accountant == "pld"
+                        && !r.warnings.is_empty() =>
+                    {
                         "unbounded by this accountant's discretisation (see note)"
                     }
                     _ if r.epsilon == f64::INFINITY => "unbounded: no finite epsilon at this delta",
