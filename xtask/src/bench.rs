@@ -9,6 +9,7 @@ use clap::Subcommand;
 use dp_accounting::{Accountant, Conversion, DpEvent, OrderGrid, PldConfig, RdpConfig};
 
 mod peak;
+mod peers;
 mod transformer;
 
 #[derive(Debug, Subcommand)]
@@ -33,7 +34,9 @@ pub enum Suite {
         /// Timed steps of each kind.
         #[arg(long, default_value_t = 30)]
         steps: usize,
-        /// Tier: fused, autograd (the sequential autograd model) or nn (the DP layers).
+        /// Tier: fused, autograd (the sequential autograd model), nn (the DP layers as a
+        /// user writes them: `nn::Sequential`, which takes the fused executor on the CPU)
+        /// or nn-general (the same on the general path of the taps).
         #[arg(long, default_value = "fused")]
         tier: String,
         /// End with one JSON object.
@@ -347,9 +350,18 @@ fn dp_sgd(
         }
         "nn" => {
             let mut net = mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?;
+            anyhow::ensure!(
+                net.is_fused(),
+                "the DP-layer CNN should take the fused executor"
+            );
             time_steps(&mut net, model, batch, steps, tier, json, &mut noise)
         }
-        other => anyhow::bail!("--tier must be fused, autograd or nn, not {other}"),
+        "nn-general" => {
+            let net = mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?;
+            let mut net = net.without_fused_executor();
+            time_steps(&mut net, model, batch, steps, tier, json, &mut noise)
+        }
+        other => anyhow::bail!("--tier must be fused, autograd, nn or nn-general, not {other}"),
     };
     let before = measure()?;
     peak::report_flops(before.0, flops)?;
@@ -386,49 +398,7 @@ fn dp_sgd(
 
 /// Runs `scripts/opacus_dp_sgd.py`; returns (mode, samples/s) per mode that ran.
 fn opacus_comparison(batch: usize, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
-    python_modes("opacus_dp_sgd.py", &[batch, steps, threads])
-}
-
-/// Runs `scripts/<script>` with `$DP_BENCH_PYTHON` (default `python3`) and integer
-/// arguments; prints and returns (mode, samples/s) for each JSON row of a mode that ran
-/// (rows with an `error` are printed as not run).
-fn python_modes(script: &str, args: &[usize]) -> Result<Vec<(String, f64)>> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts")
-        .join(script);
-    let python = std::env::var("DP_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
-    let output = Command::new(&python)
-        .arg(&script)
-        .args(args.iter().map(|n| n.to_string()))
-        .output()
-        .with_context(|| format!("running {python}"))?;
-    anyhow::ensure!(
-        output.status.success(),
-        "{} failed ({python}): {}",
-        script.display(),
-        String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .last()
-            .unwrap_or("")
-    );
-    let mut modes = Vec::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let row: serde_json::Value = serde_json::from_str(line)?;
-        let mode = row["mode"].as_str().unwrap_or("?").to_string();
-        let Some(rate) = row["samples_per_s"].as_f64() else {
-            println!("{mode:<22} did not run: {}", row["error"]);
-            continue;
-        };
-        let rss = row["peak_rss_mib"]
-            .as_f64()
-            .map_or(String::new(), |r| format!("  peak RSS {r:.0} MiB"));
-        println!(
-            "{mode:<22} {:>9.2} ms/step  {rate:>9.1} samples/s{rss}",
-            row["ms_per_step"].as_f64().unwrap_or(f64::NAN)
-        );
-        modes.push((mode, rate));
-    }
-    Ok(modes)
+    peers::python_modes("opacus_dp_sgd.py", &[batch, steps, threads])
 }
 
 fn time_steps<M: dp_models::Classifier>(

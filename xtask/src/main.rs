@@ -1,16 +1,14 @@
 //! Workspace automation: `cargo xtask bench …` and `cargo xtask reproduce …`.
 
+/// The same allocator policy as the `dp` binary (one file, both binaries).
+#[path = "../../crates/dp-cli/src/allocator.rs"]
+mod allocator;
 mod bench;
 mod gpu_check;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-/// mimalloc keeps freed blocks for reuse; with glibc every large intermediate of a DP step
-/// is returned to the OS and page-faulted in again (measured in docs/training.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -48,6 +46,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    allocator::keep_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { suite } => bench::run(suite),

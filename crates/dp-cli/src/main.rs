@@ -1,22 +1,21 @@
 //! The `dp` command: privacy accounting and noise calibration for DP training.
 //!
 //! It only parses, calls the library and prints; every error becomes one line on stderr
-//! and exit code 2.
+//! and exit code 2 (a `dp train` stopped by SIGINT or SIGTERM: 128 + the signal, its
+//! checkpoint written).
 
+mod allocator;
 mod args;
 mod commands;
+mod interrupt;
 mod output;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc keeps freed blocks for reuse; with glibc every large intermediate of a DP step
-/// is returned to the OS and page-faulted in again (docs/training.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
+    allocator::keep_freed_memory();
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -47,7 +46,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             output::diag(&format!("error: {}", one_line(&format!("{err:#}"))));
-            ExitCode::from(2)
+            match err.downcast_ref::<interrupt::Interrupted>() {
+                Some(stopped) => ExitCode::from(stopped.exit_code()),
+                None => ExitCode::from(2),
+            }
         }
     }
 }

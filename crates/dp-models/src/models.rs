@@ -1,6 +1,6 @@
 //! Network specifications of the papers' models.
 
-use candle_core::{Device, Module, Tensor, Var};
+use candle_core::{Device, Tensor, Var};
 use candle_nn::VarMap;
 use dp_mechanisms::NoiseSource;
 
@@ -156,7 +156,13 @@ pub fn mlp(
 /// weights (for example `FusedModel::to_torch()`, so both tiers can run the same
 /// network): the DP layers of [`crate::nn`] as stages, trained by the direct CPU backward.
 pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Result<AutogradModel> {
-    let net = mnist_cnn_layers(activation, weights)?.0;
+    let MnistCnnLayers {
+        conv1,
+        conv2,
+        fc1,
+        fc2,
+        ..
+    } = mnist_cnn_layers(weights)?;
     let act = || match activation {
         Activation::Tanh => Stage::Tanh,
         Activation::Relu => Stage::Relu,
@@ -171,16 +177,16 @@ pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Res
             height: 28,
             width: 28,
         },
-        Stage::Layer(Box::new(net.conv1)),
+        Stage::Layer(Box::new(conv1)),
         act(),
         pool(),
-        Stage::Layer(Box::new(net.conv2)),
+        Stage::Layer(Box::new(conv2)),
         act(),
         pool(),
         Stage::Flatten,
-        Stage::Layer(Box::new(net.fc1)),
+        Stage::Layer(Box::new(fc1)),
         act(),
-        Stage::Layer(Box::new(net.fc2)),
+        Stage::Layer(Box::new(fc2)),
     ]))
 }
 
@@ -193,11 +199,18 @@ fn set_layer(weight: &Var, bias: Option<&Var>, torch: &TorchLayer) -> Result<()>
     Ok(())
 }
 
-/// [`MnistCnn`]'s DP layers from PyTorch-layout weights, with their `VarMap` and taps.
-fn mnist_cnn_layers(
-    activation: Activation,
-    weights: &[TorchLayer],
-) -> Result<(MnistCnn, VarMap, nn::Taps)> {
+/// The MNIST CNN's four DP layers, with their `VarMap` and taps.
+struct MnistCnnLayers {
+    conv1: nn::Conv2d,
+    conv2: nn::Conv2d,
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+    varmap: VarMap,
+    taps: nn::Taps,
+}
+
+/// [`MnistCnnLayers`] from PyTorch-layout weights.
+fn mnist_cnn_layers(weights: &[TorchLayer]) -> Result<MnistCnnLayers> {
     if weights.len() != 4 {
         return Err(Error::invalid_model(
             "MNIST CNN weights",
@@ -214,57 +227,48 @@ fn mnist_cnn_layers(
         padding,
         ..Default::default()
     };
-    let model = MnistCnn {
-        conv1: nn::conv2d(1, 16, 8, conv(2, 2), vb.pp("conv1"))?,
-        conv2: nn::conv2d(16, 32, 4, conv(2, 0), vb.pp("conv2"))?,
-        fc1: nn::linear(32 * 4 * 4, 32, vb.pp("fc1"))?,
-        fc2: nn::linear(32, 10, vb.pp("fc2"))?,
-        activation,
-    };
-    set_layer(model.conv1.weight(), model.conv1.bias(), &weights[0])?;
-    set_layer(model.conv2.weight(), model.conv2.bias(), &weights[1])?;
-    set_layer(model.fc1.weight(), model.fc1.bias(), &weights[2])?;
-    set_layer(model.fc2.weight(), model.fc2.bias(), &weights[3])?;
-    Ok((model, varmap, taps))
+    let conv1 = nn::conv2d(1, 16, 8, conv(2, 2), vb.pp("conv1"))?;
+    let conv2 = nn::conv2d(16, 32, 4, conv(2, 0), vb.pp("conv2"))?;
+    let fc1 = nn::linear(32 * 4 * 4, 32, vb.pp("fc1"))?;
+    let fc2 = nn::linear(32, 10, vb.pp("fc2"))?;
+    set_layer(conv1.weight(), conv1.bias(), &weights[0])?;
+    set_layer(conv2.weight(), conv2.bias(), &weights[1])?;
+    set_layer(fc1.weight(), fc1.bias(), &weights[2])?;
+    set_layer(fc2.weight(), fc2.bias(), &weights[3])?;
+    Ok(MnistCnnLayers {
+        conv1,
+        conv2,
+        fc1,
+        fc2,
+        varmap,
+        taps,
+    })
 }
 
-/// The MNIST CNN of [`mnist_cnn`] from the DP layers of [`crate::nn`] (the autograd
-/// tier's path), on flat (B, 784) inputs.
-pub struct MnistCnn {
-    conv1: nn::Conv2d,
-    conv2: nn::Conv2d,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-    activation: Activation,
-}
-
-impl MnistCnn {
-    fn act(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        match self.activation {
-            Activation::Tanh => nn::ops::tanh(x),
-            Activation::Relu => x.relu(),
-        }
-    }
-}
-
-impl Module for MnistCnn {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let x = x.reshape(((), 1, 28, 28))?;
-        let x = nn::ops::max_pool2d(&self.act(&self.conv1.forward(&x)?)?, 2, 1)?;
-        let x = nn::ops::max_pool2d(&self.act(&self.conv2.forward(&x)?)?, 2, 1)?;
-        let x = self.act(&self.fc1.forward(&x.flatten_from(1)?)?)?;
-        self.fc2.forward(&x)
-    }
-}
-
-/// [`MnistCnn`] as a classifier, from PyTorch-layout weights (for example
-/// `FusedModel::to_torch()`, so that the tiers can run the same network).
+/// The MNIST CNN of [`mnist_cnn`] written with the DP layers, as a user writes it: an
+/// [`nn::Sequential`] on flat (B, 784) images, from PyTorch-layout weights (for example
+/// `FusedModel::to_torch()`, so that both can run the same network). On the CPU it
+/// trains on the fused executor (the [`nn::ModuleClassifier`] chooses it).
 pub fn mnist_cnn_nn(
     activation: Activation,
     weights: &[TorchLayer],
-) -> Result<nn::ModuleClassifier<MnistCnn>> {
-    let (model, varmap, taps) = mnist_cnn_layers(activation, weights)?;
-    nn::ModuleClassifier::new(model, &varmap, &taps, &Device::Cpu)
+) -> Result<nn::ModuleClassifier<nn::Sequential>> {
+    let MnistCnnLayers {
+        conv1,
+        conv2,
+        fc1,
+        fc2,
+        varmap,
+        taps,
+    } = mnist_cnn_layers(weights)?;
+    let act = |net: nn::Sequential| match activation {
+        Activation::Tanh => net.tanh(),
+        Activation::Relu => net.relu(),
+    };
+    let net = act(nn::Sequential::images(1, 28, 28).conv2d(conv1)).max_pool2d(2, 1);
+    let net = act(net.conv2d(conv2)).max_pool2d(2, 1).flatten();
+    let net = act(net.linear(fc1)).linear(fc2);
+    nn::ModuleClassifier::new(net, &varmap, &taps, &Device::Cpu)
 }
 
 /// The GDP paper's Adult model: 123 binary features → Dense(16, ReLU) → Dense(2), 2,018

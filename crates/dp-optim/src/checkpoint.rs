@@ -72,8 +72,15 @@ impl Checkpoint {
         struct Format {
             format: Option<u32>,
         }
+        let unreadable = |e: serde_json::Error| {
+            let reason = format!(
+                "not a whole checkpoint ({e}): it was truncated or is not a checkpoint; \
+                 start a new run or restore a good copy"
+            );
+            checkpoint_error(path, reason)
+        };
         let format = serde_json::from_slice::<Format>(&bytes)
-            .map_err(|e| checkpoint_error(path, e))?
+            .map_err(unreadable)?
             .format;
         if format != Some(CHECKPOINT_FORMAT) {
             return Err(checkpoint_error(

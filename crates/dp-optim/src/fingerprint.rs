@@ -160,10 +160,11 @@ impl RunFingerprint {
             if saved == now || (allowed.contains(&field) && field.may_change()) {
                 continue;
             }
+            let (checkpoint, run) = where_they_differ(saved, now);
             return Err(Error::ResumeMismatch {
                 field: field.name(),
-                checkpoint: brief(saved),
-                run: brief(now),
+                checkpoint,
+                run,
                 hint: hint(field, saved),
             });
         }
@@ -171,15 +172,26 @@ impl RunFingerprint {
     }
 }
 
-/// A setting short enough for a one-line message: a long one (a model's architecture
-/// runs to kilobytes) as its start and its length.
-fn brief(value: &str) -> String {
+/// Two settings short enough for a one-line message. A long one (a model's architecture
+/// runs to kilobytes) is shown around the first character where the two differ, with
+/// its length, so the message says what changed.
+fn where_they_differ(saved: &str, now: &str) -> (String, String) {
     const MOST: usize = 80;
-    if value.chars().count() <= MOST {
-        return value.to_string();
+    const BEFORE: usize = 24;
+    let (a, b): (Vec<char>, Vec<char>) = (saved.chars().collect(), now.chars().collect());
+    if a.len() <= MOST && b.len() <= MOST {
+        return (saved.to_string(), now.to_string());
     }
-    let start: String = value.chars().take(MOST).collect();
-    format!("{start}… ({} characters)", value.chars().count())
+    let first = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let start = first.saturating_sub(BEFORE);
+    let window = |text: &[char]| {
+        let end = (start + MOST).min(text.len());
+        let lead = if start > 0 { "…" } else { "" };
+        let tail = if end < text.len() { "…" } else { "" };
+        let middle: String = text[start..end].iter().collect();
+        format!("{lead}{middle}{tail} ({} characters)", text.len())
+    };
+    (window(&a), window(&b))
 }
 
 fn hint(field: RunField, saved: &str) -> String {
@@ -202,5 +214,25 @@ fn hint(field: RunField, saved: &str) -> String {
             f.name()
         ),
         _ => "this cannot change under a checkpoint; start a new run".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::where_they_differ;
+
+    #[test]
+    fn a_long_setting_is_shown_where_it_changed() {
+        let saved = format!("{}Tanh{}", "x".repeat(500), "y".repeat(500));
+        let now = format!("{}Relu{}", "x".repeat(500), "y".repeat(500));
+        let (a, b) = where_they_differ(&saved, &now);
+        assert!(a.contains("Tanh") && b.contains("Relu"), "{a} / {b}");
+        assert!(
+            a.starts_with('…') && a.ends_with("… (1004 characters)"),
+            "{a}"
+        );
+        assert!(a.chars().count() < 120, "{a}");
+        let short = where_they_differ("0.1", "0.2");
+        assert_eq!(short, ("0.1".into(), "0.2".into()));
     }
 }

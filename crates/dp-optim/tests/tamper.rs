@@ -114,7 +114,13 @@ fn a_truncated_checkpoint_is_an_error_naming_the_file() {
     let bytes = std::fs::read(&file).expect("read");
     std::fs::write(&file, &bytes[..bytes.len() / 2]).expect("write");
     match Checkpoint::load(&file) {
-        Err(Error::Checkpoint { path, .. }) => assert!(path.contains("truncated")),
+        Err(Error::Checkpoint { path, reason }) => {
+            assert!(path.contains("truncated"));
+            assert!(
+                reason.contains("truncated or is not a checkpoint"),
+                "{reason}"
+            );
+        }
         other => panic!("expected a checkpoint error, got {other:?}"),
     }
     let _ = std::fs::remove_file(&file);

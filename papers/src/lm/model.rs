@@ -57,7 +57,11 @@ impl LmModel {
     pub fn losses(&self, inputs: &Tensor, targets: &Tensor) -> candle_core::Result<Tensor> {
         let w = inputs.dim(1)?;
         let logits = self.logits(&inputs.narrow(1, 0, w - 1)?)?;
-        loss::cross_entropy(&logits, &targets.narrow(1, 1, w - 1)?, Some(IGNORE))
+        loss::cross_entropy(
+            &logits,
+            &targets.narrow(1, 1, w - 1)?,
+            Some(i64::from(IGNORE)),
+        )
     }
 
     /// Every row's loss, in batches of `batch` (evaluation: outside any private forward).

@@ -219,5 +219,5 @@ fn opacus(s: Shape, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> 
         threads,
         usize::from(s.lm),
     ];
-    super::python_modes("opacus_transformer.py", &args)
+    super::peers::python_modes("opacus_transformer.py", &args)
 }

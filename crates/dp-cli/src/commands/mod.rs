@@ -3,6 +3,7 @@
 mod account;
 mod audit;
 mod calibrate;
+mod resume;
 mod train;
 
 use anyhow::{bail, Result};

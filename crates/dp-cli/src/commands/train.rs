@@ -18,15 +18,16 @@ use dp_models::fused::FusedModel;
 use dp_models::models::{mnist_cnn, Activation};
 use dp_optim::{
     CheckpointDir, Clipping, Control, DpSgd, EpochSummary, GradientNormalisation, Observer,
-    Optimizer, PrivacyConfig, PrivacyEngine, RunField, Sampler, StepReport, TrainConfig, Trainer,
+    Optimizer, PrivacyConfig, PrivacyEngine, Sampler, StepReport, TrainConfig, Trainer,
 };
 use serde_json::json;
 
 use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::{
-    AccountantChoice, ChangeableField, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice,
-    OrdersChoice, TrainArgs, TrainSampling,
+    AccountantChoice, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice,
+    TrainArgs, TrainSampling,
 };
+use crate::interrupt::{Interrupt, Interrupted};
 use crate::output::{diag, epsilon_json, epsilon_text, short};
 
 /// The longest run `dp train` accepts, in steps.
@@ -65,7 +66,11 @@ pub fn run(args: &TrainArgs) -> Result<String> {
     let checkpoints = args
         .checkpoint_dir
         .as_deref()
-        .map(CheckpointDir::open)
+        .map(|dir| {
+            CheckpointDir::open(dir).map_err(|e| {
+                anyhow::anyhow!("--checkpoint-dir ({}) cannot be used: {e}", dir.display())
+            })
+        })
         .transpose()?;
     if let Some(path) = &args.save_weights {
         check_writable(path, "--save-weights")?;
@@ -93,17 +98,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         engine.set_physical_batch_size(size)?;
     }
     if let Some(dir) = &checkpoints {
-        if let Some(saved) = dir.load()? {
-            engine
-                .restore_allowing(&saved, &allowed(&args.allow_change))
-                .map_err(resume_error)?;
-            diag(&format!(
-                "resumed from {} at step {}",
-                dir.path().display(),
-                engine.steps()
-            ));
-            check_spent(args, &engine)?;
-        }
+        super::resume::resume(args, &mut engine, dir)?;
     }
     let trained = train_loop(
         args,
@@ -132,21 +127,6 @@ fn root_cause(e: &dyn std::error::Error) -> String {
         inner = next;
     }
     inner.to_string()
-}
-
-/// A resumed run that has already spent more than the new `--target-epsilon` is an
-/// error, not a run that stops at once and exits 0.
-fn check_spent(args: &TrainArgs, engine: &PrivacyEngine) -> Result<()> {
-    if let (Some(target), Some(spent)) = (args.target_epsilon, engine.epsilon()?) {
-        if spent > target {
-            bail!(
-                "--target-epsilon ({}) is below the epsilon the checkpoint has already spent ({}); the ledger keeps every charge, so the budget must be at least that",
-                short(target),
-                short(spent)
-            );
-        }
-    }
-    Ok(())
 }
 
 /// Flag checks that need no data, each naming its flag.
@@ -203,27 +183,24 @@ fn check_args(args: &TrainArgs) -> Result<()> {
 
 /// Fails unless `path` can be written: not a directory, in an existing directory that
 /// accepts a new file.
+/// The file is written beside `path` and renamed over it (a crash never leaves half a
+/// file), so `path` must be a regular file or not exist yet: renaming over `/dev/full`
+/// or `/dev/stdout` would replace the device (as root) instead of writing to it.
 fn check_writable(path: &Path, flag: &str) -> Result<()> {
     if path.is_dir() {
         bail!("{flag} ({}) is a directory", path.display());
+    }
+    if path.exists() && !path.is_file() {
+        bail!(
+            "{flag} ({}) is not a regular file (the weights are written beside it and renamed over it)",
+            path.display()
+        );
     }
     let probe = path.with_extension(format!("probe.{}", std::process::id()));
     std::fs::File::create(&probe)
         .with_context(|| format!("{flag} ({}) cannot be written", path.display()))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
-}
-
-fn allowed(fields: &[ChangeableField]) -> Vec<RunField> {
-    fields
-        .iter()
-        .map(|f| match f {
-            ChangeableField::Lr => RunField::Lr,
-            ChangeableField::NoiseMultiplier => RunField::NoiseMultiplier,
-            ChangeableField::MaxGradNorm => RunField::MaxGradNorm,
-            ChangeableField::TargetEpsilon => RunField::TargetEpsilon,
-        })
-        .collect()
 }
 
 fn sampler(args: &TrainArgs, n: usize) -> Sampler {
@@ -317,6 +294,8 @@ fn privacy(
 struct Trained {
     lines: String,
     stopped_by_budget: bool,
+    /// The signal that stopped the run (its checkpoint written at the step it stopped).
+    interrupted_by: Option<i32>,
     resumed_at: u64,
     started: Instant,
 }
@@ -329,6 +308,7 @@ struct EpochLines<'a> {
     steps_per_epoch: u64,
     trained: Trained,
     progress: indicatif::ProgressBar,
+    interrupt: Interrupt,
 }
 
 impl Observer<FusedModel, DpSgd> for EpochLines<'_> {
@@ -339,7 +319,11 @@ impl Observer<FusedModel, DpSgd> for EpochLines<'_> {
         _: &StepReport,
     ) -> dp_optim::Result<Control> {
         self.progress.inc(1);
-        Ok(Control::Continue)
+        self.trained.interrupted_by = self.interrupt.signal();
+        Ok(match self.trained.interrupted_by {
+            Some(_) => Control::Stop,
+            None => Control::Continue,
+        })
     }
 
     fn epoch_done(
@@ -389,10 +373,12 @@ fn train_loop(
         trained: Trained {
             lines: String::new(),
             stopped_by_budget: false,
+            interrupted_by: None,
             resumed_at: engine.steps(),
             started: Instant::now(),
         },
         progress,
+        interrupt: Interrupt::install()?,
     };
     let trainer = Trainer {
         total_steps,
@@ -404,6 +390,14 @@ fn train_loop(
     observer.progress.finish_and_clear();
     let mut trained = observer.trained;
     trained.stopped_by_budget = outcome.stopped_by_budget;
+    if let Some(signal) = trained.interrupted_by {
+        return Err(Interrupted {
+            signal,
+            step: engine.steps(),
+            checkpoint: checkpoints.map(CheckpointDir::path),
+        }
+        .into());
+    }
     if trained.stopped_by_budget {
         diag("stopped: the next step would exceed the privacy budget");
     }
@@ -482,28 +476,5 @@ fn asymptotic_note(engine: &PrivacyEngine) -> &'static str {
             " (asymptotic: the GDP CLT approximation, may be below the true epsilon)"
         }
         _ => "",
-    }
-}
-
-/// A refused resume, in the flags' words where the library's names differ.
-fn resume_error(e: dp_optim::Error) -> anyhow::Error {
-    match e {
-        dp_optim::Error::EpochBoundary {
-            step,
-            epoch_start,
-            next_boundary,
-            charged,
-            requested,
-            ..
-        } => anyhow::anyhow!(
-            "--noise-multiplier ({}) of a shuffled run can only change at an epoch boundary: \
-             the checkpoint is at step {step}, inside the epoch charged at step {epoch_start} \
-             with --noise-multiplier {}; resume with --noise-multiplier {} to the next \
-             boundary (step {next_boundary}), then change it",
-            short(requested),
-            short(charged),
-            short(charged)
-        ),
-        other => other.into(),
     }
 }

@@ -26,12 +26,7 @@ impl DpLayer for nn::Linear {
                 let w = self.weight().as_tensor().detach();
                 let z = if x.rank() == 2 && tape.cpu_ops_apply(x) {
                     // Input-gradient-only matmul: no unused weight gradient.
-                    x.contiguous()?.apply_op2(
-                        &w,
-                        Matmul {
-                            rhs_transposed: true,
-                        },
-                    )?
+                    x.contiguous()?.apply_op2(&w, Matmul::linear(false))?
                 } else {
                     x.broadcast_matmul(&w.t()?)?
                 };
@@ -107,12 +102,9 @@ impl DpLayer for nn::Linear {
     fn input_gradient(&self, _entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
         let w = self.weight().as_tensor().detach();
         if grad_out.rank() == 2 && cpu::applies(grad_out) {
-            return Ok(grad_out.contiguous()?.apply_op2_no_bwd(
-                &w,
-                &Matmul {
-                    rhs_transposed: false,
-                },
-            )?);
+            return Ok(grad_out
+                .contiguous()?
+                .apply_op2_no_bwd(&w, &Matmul::input_gradient())?);
         }
         Ok(grad_out.broadcast_matmul(&w)?)
     }

@@ -1,4 +1,5 @@
-//! GELU (tanh approximation, as Candle's `gelu`) with the one-`exp` tanh, and its backward.
+//! GELU: the tanh approximation (Candle's `gelu`) with the one-`exp` tanh, and the exact
+//! erf form (PyTorch's default); each with its one-pass backward.
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
 
@@ -9,14 +10,30 @@ use super::kernels::tanh_fast;
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 /// The cubic coefficient of the approximation.
 const CUBIC: f32 = 0.044_715;
+/// 1/√2.
+const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
+/// 1/√(2π).
+const FRAC_1_SQRT_2PI: f32 = 0.398_942_3;
 
-/// `0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)))` in one pass (Candle's CPU `gelu` calls libm's
-/// `tanhf` per element and its backward builds eight tensors, `powf` among them).
-pub(crate) struct Gelu;
+/// GELU in one pass: with `exact`, `x·Φ(x) = 0.5·x·(1 + erf(x/√2))` (PyTorch's default,
+/// Candle's `gelu_erf`, with Candle's `erf`); otherwise `0.5·x·(1 + tanh(√(2/π)(x +
+/// 0.044715x³)))` (Candle's CPU `gelu` calls libm's `tanhf` per element and its backward
+/// builds eight tensors, `powf` among them).
+pub(crate) struct Gelu {
+    pub exact: bool,
+}
+
+fn erf(v: f32) -> f32 {
+    candle_core::cpu::erf::erf_f32(v * FRAC_1_SQRT_2)
+}
 
 impl CustomOp1 for Gelu {
     fn name(&self) -> &'static str {
-        "dp-gelu"
+        if self.exact {
+            "dp-gelu-erf"
+        } else {
+            "dp-gelu"
+        }
     }
 
     fn cpu_fwd(
@@ -24,6 +41,9 @@ impl CustomOp1 for Gelu {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
+        if self.exact {
+            return map(storage, layout, |v| 0.5 * v * (1.0 + erf(v)));
+        }
         map(storage, layout, |v| {
             0.5 * v * (1.0 + tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v)))
         })
@@ -35,15 +55,18 @@ impl CustomOp1 for Gelu {
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(
-            &grad_res.contiguous()?,
-            &GeluBackward,
-        )?))
+        let backward = GeluBackward { exact: self.exact };
+        Ok(Some(
+            arg.contiguous()?
+                .apply_op2_no_bwd(&grad_res.contiguous()?, &backward)?,
+        ))
     }
 }
 
-/// `(x, g) → g·GELU'(x)`.
-struct GeluBackward;
+/// `(x, g) → g·GELU'(x)`: `Φ(x) + x·φ(x)` exact, the tanh form's derivative otherwise.
+struct GeluBackward {
+    exact: bool,
+}
 
 impl CustomOp2 for GeluBackward {
     fn name(&self) -> &'static str {
@@ -57,6 +80,11 @@ impl CustomOp2 for GeluBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
+        if self.exact {
+            return map2((s1, l1), (s2, l2), "gelu-erf backward", |v, g| {
+                g * (0.5 * (1.0 + erf(v)) + v * FRAC_1_SQRT_2PI * (-0.5 * v * v).exp())
+            });
+        }
         map2((s1, l1), (s2, l2), "gelu backward", |v, g| {
             let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));
             let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * v * v);

@@ -1,4 +1,5 @@
-//! A matmul whose backward is the input gradient only.
+//! The matmul of a linear layer on the CPU: rows of any rank times a weight, with the
+//! weight gradient computed only where the weight trains.
 
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -9,14 +10,72 @@ use super::kernels::{matmul, Mat};
 /// Rows per parallel task of [`Matmul`].
 const ROWS_PER_TASK: usize = 128;
 
-/// A matmul without a weight gradient: `x (M, K) · wᵀ` with `w (N, K)` when
-/// `rhs_transposed` (the layer's forward), `x (M, K) · w (K, N)` otherwise (its input
-/// gradient) → (M, N). Backward: x's gradient only — the weight is a constant in DP mode,
-/// and Candle's own matmul backward would also compute the (unused, unclipped) weight
-/// gradient, a gemm as large as the forward.
+/// `x (…, K) · wᵀ` with `w (N, K)` when `rhs_transposed` (a layer's forward), `x (…, K)
+/// · w (K, N)` otherwise (its input gradient) → (…, N): every leading axis is rows, so a
+/// layer over sequences needs no reshape nodes (each costs Candle's backward a zero
+/// tensor and an addition). Backward: x's gradient, and with `weight_gradient` (and
+/// `rhs_transposed`) the weight's, `gᵀ x`; without it the weight is a constant (DP mode:
+/// Candle's matmul backward would compute the unused, unclipped weight gradient, a gemm
+/// as large as the forward).
 #[derive(Clone, Copy)]
 pub(crate) struct Matmul {
     pub rhs_transposed: bool,
+    pub weight_gradient: bool,
+}
+
+impl Matmul {
+    /// The forward of a linear layer with weight `(N, K)`.
+    pub(crate) fn linear(weight_gradient: bool) -> Self {
+        Matmul {
+            rhs_transposed: true,
+            weight_gradient,
+        }
+    }
+
+    /// The input gradient of a linear layer with weight `(N, K)`.
+    pub(crate) fn input_gradient() -> Self {
+        Matmul {
+            rhs_transposed: false,
+            weight_gradient: false,
+        }
+    }
+}
+
+/// `f` of a contiguous f32 CPU tensor's data, read in place.
+fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    match &*storage {
+        candle_core::Storage::Cpu(cpu) => Ok(f(f32_slice(cpu, layout)?)),
+        _ => Err(candle_core::Error::Msg(
+            "matmul: a CPU tensor was expected".into(),
+        )),
+    }
+}
+
+/// `dW (N, K) = gᵀ (N × M) · x (M × K)`, parallel over blocks of W's rows.
+fn weight_gradient(g: &[f32], x: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+    let mut dw = vec![0.0f32; n * k];
+    if m == 0 || k == 0 {
+        return dw;
+    }
+    let block = n.div_ceil(rayon::current_num_threads().max(1) * 2).max(1);
+    dw.par_chunks_mut(block * k)
+        .enumerate()
+        .for_each(|(i, dst)| {
+            let (row, rows) = (i * block, dst.len() / k);
+            let lhs = Mat {
+                data: &g[row..],
+                row_stride: 1,
+                col_stride: n,
+            };
+            let rhs = Mat {
+                data: x,
+                row_stride: k,
+                col_stride: 1,
+            };
+            matmul(rows, k, m, dst, k, false, lhs, rhs);
+        });
+    dw
 }
 
 impl CustomOp2 for Matmul {
@@ -31,14 +90,16 @@ impl CustomOp2 for Matmul {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (m, k) = l1.shape().dims2()?;
+        let dims = l1.shape().dims();
+        let k = dims.last().copied().unwrap_or(0);
+        let m = l1.shape().elem_count().checked_div(k).unwrap_or(0);
         let (n, k2) = match (self.rhs_transposed, l2.shape().dims2()?) {
             (true, (n, k2)) => (n, k2),
             (false, (k2, n)) => (n, k2),
         };
-        if k != k2 {
+        if k != k2 || dims.is_empty() {
             return Err(candle_core::Error::Msg(format!(
-                "matmul: ({m}, {k}) · {:?} (transposed: {})",
+                "matmul: {dims:?} · {:?} (transposed: {})",
                 l2.shape().dims(),
                 self.rhs_transposed
             )));
@@ -70,27 +131,85 @@ impl CustomOp2 for Matmul {
                     matmul(dst.len() / n, n, k, dst, n, false, lhs, rhs);
                 });
         }
-        Ok((CpuStorage::F32(out), Shape::from((m, n))))
+        let mut shape = dims.to_vec();
+        if let Some(last) = shape.last_mut() {
+            *last = n;
+        }
+        Ok((CpuStorage::F32(out), Shape::from(shape)))
     }
 
     fn bwd(
         &self,
-        _x: &Tensor,
+        x: &Tensor,
         w: &Tensor,
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let w = if self.rhs_transposed {
+        let grad = grad_res.contiguous()?;
+        let wk = if self.rhs_transposed {
             w.contiguous()?
         } else {
             w.t()?.contiguous()?
         };
-        let dx = grad_res.contiguous()?.apply_op2_no_bwd(
-            &w,
-            &Matmul {
-                rhs_transposed: false,
-            },
-        )?;
-        Ok((Some(dx), None))
+        let dx = grad.apply_op2_no_bwd(&wk, &Matmul::input_gradient())?;
+        if !(self.weight_gradient && self.rhs_transposed) {
+            return Ok((Some(dx), None));
+        }
+        let (n, k) = w.dims2()?;
+        let m = x.elem_count() / k.max(1);
+        let x = x.contiguous()?;
+        let dw = with_f32(&grad, |g| {
+            with_f32(&x, |xs| weight_gradient(g, xs, m, n, k))
+        })??;
+        Ok((Some(dx), Some(Tensor::from_vec(dw, (n, k), w.device())?)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor, Var};
+
+    use super::Matmul;
+
+    /// On rows of rank 3, the values and both gradients equal Candle's matmul's.
+    #[test]
+    fn a_trainable_linear_matmul_equals_candles() {
+        let (b, t, k, n) = (3, 5, 7, 4);
+        let values = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| (((i + seed) * 37 % 97) as f32 - 48.0) / 31.0)
+                .collect()
+        };
+        let x = Var::from_vec(values(b * t * k, 1), (b, t, k), &Device::Cpu).expect("x");
+        let w = Var::from_vec(values(n * k, 2), (n, k), &Device::Cpu).expect("w");
+        let g = Tensor::from_vec(values(b * t * n, 3), (b, t, n), &Device::Cpu).expect("g");
+        let ours = x
+            .as_tensor()
+            .apply_op2(w.as_tensor(), Matmul::linear(true))
+            .expect("ours");
+        let theirs = x
+            .as_tensor()
+            .reshape((b * t, k))
+            .and_then(|r| r.matmul(&w.as_tensor().t()?))
+            .and_then(|r| r.reshape((b, t, n)))
+            .expect("candle");
+        let host =
+            |t: &Tensor| -> Vec<f32> { t.flatten_all().and_then(|t| t.to_vec1()).expect("host") };
+        let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5);
+        assert!(close(&host(&ours), &host(&theirs)), "values");
+        let grads = |y: &Tensor| {
+            (y * &g)
+                .and_then(|l| l.sum_all())
+                .and_then(|l| l.backward())
+                .expect("backward")
+        };
+        let (a, c) = (grads(&ours), grads(&theirs));
+        for v in [&x, &w] {
+            let (ga, gc) = (
+                a.get(v.as_tensor()).expect("ours"),
+                c.get(v.as_tensor()).expect("candle"),
+            );
+            assert!(close(&host(ga), &host(gc)), "gradient");
+        }
     }
 }

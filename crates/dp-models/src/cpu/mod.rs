@@ -12,6 +12,7 @@
 
 use candle_core::{CpuStorage, Layout, Tensor};
 
+mod add_bias;
 mod conv;
 mod conv_clipped_sum;
 mod conv_per_sample_rows;
@@ -22,11 +23,13 @@ mod matmul;
 mod max_pool;
 mod normalize;
 mod row_affine;
+mod row_sums;
 mod softmax;
 mod tanh;
 mod unfold;
 mod weighted_row_sum;
 
+pub(crate) use add_bias::AddBias;
 pub(crate) use conv::{conv_input_gradient, Conv};
 pub(crate) use conv_clipped_sum::ConvClippedSum;
 pub(crate) use conv_per_sample_rows::ConvPerSampleRows;
@@ -35,6 +38,7 @@ pub(crate) use matmul::Matmul;
 pub(crate) use max_pool::{max_pool_backward, MaxPool};
 pub(crate) use normalize::Normalize;
 pub(crate) use row_affine::RowAffine;
+pub(crate) use row_sums::row_sums;
 pub(crate) use softmax::SoftmaxLastDim;
 pub(crate) use tanh::{tanh_backward, Tanh};
 pub(crate) use unfold::Unfold;

@@ -41,6 +41,18 @@ pub fn layer_norm(
     })
 }
 
+impl LayerNorm {
+    /// The scale γ (d).
+    pub fn weight(&self) -> &Var {
+        &self.weight
+    }
+
+    /// The shift β (d), if affine.
+    pub fn bias(&self) -> Option<&Var> {
+        self.bias.as_ref()
+    }
+}
+
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let xhat = if self.config.remove_mean {

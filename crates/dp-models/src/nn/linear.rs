@@ -89,43 +89,52 @@ impl Linear {
     }
 }
 
-/// `x Wᵀ + b` with `x` flattened to rows, so that the weight is one 2-D matmul (no
-/// per-example broadcast copies of it in Candle's backward). With `constant_weight` on
-/// the CPU the matmul is [`cpu::Matmul`], whose backward is the input gradient only:
-/// Candle's would also compute the weight's summed gradient, a gemm as large as the
-/// forward, that a private step never uses.
+/// `x Wᵀ + b` on (…, in). On the CPU the matmul is [`cpu::Matmul`] on every leading axis
+/// at once (no reshape nodes), with the weight's gradient only where it trains: with
+/// `constant_weight` (a private forward) Candle's matmul would also compute the weight's
+/// summed gradient, a gemm as large as the forward, that a private step never uses.
+/// Elsewhere `x` is flattened to rows, so that the weight is one 2-D matmul (no
+/// per-example broadcast copies of it in Candle's backward).
 fn affine(
     x: &Tensor,
     w: &Tensor,
     b: Option<&Tensor>,
     constant_weight: bool,
 ) -> candle_core::Result<Tensor> {
-    let in_dim = x.dim(candle_core::D::Minus1)?;
-    let mut dims = x.dims().to_vec();
-    let x2 = x.reshape(((), in_dim))?;
-    let rows = if constant_weight && cpu::applies(x) && x.track_op() {
-        x2.contiguous()?.apply_op2(
-            &w.contiguous()?,
-            cpu::Matmul {
-                rhs_transposed: true,
-            },
-        )?
+    // A constant weight on data (a first layer) is outside Candle's graph either way.
+    let y = if cpu::applies(x) && (!constant_weight || x.track_op()) {
+        let op = cpu::Matmul::linear(!constant_weight);
+        x.contiguous()?.apply_op2(&w.contiguous()?, op)?
     } else {
-        x2.matmul(&w.t()?)?
+        let mut dims = x.dims().to_vec();
+        let rows = x
+            .reshape(((), x.dim(candle_core::D::Minus1)?))?
+            .matmul(&w.t()?)?;
+        if let Some(last) = dims.last_mut() {
+            *last = w.dim(0)?;
+        }
+        rows.reshape(dims)?
     };
-    if let Some(last) = dims.last_mut() {
-        *last = w.dim(0)?;
-    }
-    let y = rows.reshape(dims)?;
     match b {
         // A constant bias on the CPU: an add whose backward is the input's gradient only.
         Some(b) if constant_weight && cpu::applies(&y) && y.track_op() => {
             let ones = b.ones_like()?;
             y.contiguous()?
-                .apply_op3(&ones, &b.contiguous()?, cpu::RowAffine)
+                .apply_op3(&ones, &b.contiguous()?, cpu::RowAffine { trainable: false })
         }
+        // A trainable bias on the CPU: its gradient is one pass of column sums.
+        Some(b) if cpu::applies(&y) => y.contiguous()?.apply_op2(&b.contiguous()?, cpu::AddBias),
         Some(b) => y.broadcast_add(b),
         None => Ok(y),
+    }
+}
+
+/// (B, K, out) → (B, out): each example's output gradients summed over its positions.
+fn sum_positions(left: &Tensor) -> candle_core::Result<Tensor> {
+    if cpu::applies(left) {
+        cpu::row_sums(left)
+    } else {
+        left.sum(1)
     }
 }
 
@@ -151,7 +160,7 @@ impl Module for Linear {
             // The bias's per-sample gradients are the summed output gradients: (B, out),
             // as small as the parameter, so materialised.
             let bias = match bias {
-                Some(b) => Some((b, Contribution::PerSample(left.sum(1)?))),
+                Some(b) => Some((b, Contribution::PerSample(sum_positions(&left)?))),
                 None => None,
             };
             let weight = Contribution::Outer {

@@ -33,6 +33,9 @@
 //!   (encoder or causal decoder) from these layers.
 //! * [`ops`] — differentiable replacements for candle-nn's fused ops without a backward.
 //! * [`loss`] — per-example losses (cross-entropy with ignore index, next-token, MSE, BCE).
+//! * [`Sequential`] — DP layers in order; on the CPU a stack the fused executor runs
+//!   trains on it without naming it.
+//! * [`StateDict`] — public weights from a PyTorch `state_dict` (safetensors) by name.
 //! * [`ModuleClassifier`] — a module of DP layers as a classifier on a labelled dataset.
 //! * [`PrivateNet`] — a network and its loss closure as a [`PrivateModel`](crate::PrivateModel)
 //!   for the DP engine.
@@ -45,6 +48,7 @@ mod conv1d;
 mod conv2d;
 mod embedding;
 mod flat;
+mod fused_route;
 mod ghost;
 mod gradients;
 mod group_norm;
@@ -56,6 +60,8 @@ mod private_net;
 mod probe;
 mod rms_norm;
 mod scale_shift;
+mod sequential;
+mod state_dict;
 mod taps;
 mod transformer;
 mod unfold;
@@ -74,6 +80,8 @@ pub use layer_norm::{layer_norm, LayerNorm};
 pub use linear::{linear, linear_no_bias, Linear};
 pub use private_net::PrivateNet;
 pub use rms_norm::{rms_norm, RmsNorm};
+pub use sequential::Sequential;
+pub use state_dict::{Loaded, StateDict};
 pub use taps::{Param, Resolve, Taps};
 pub use transformer::{Transformer, TransformerConfig};
 pub use var_builder::DpVarBuilder;

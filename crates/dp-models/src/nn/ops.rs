@@ -61,9 +61,16 @@ pub fn softmax_last_dim_composed(x: &Tensor) -> Result<Tensor> {
     candle_nn::ops::softmax(x, D::Minus1)
 }
 
-/// GELU, tanh approximation (Candle's `gelu`): one pass each way on the CPU.
+/// GELU, tanh approximation (Candle's `gelu`, PyTorch's `approximate="tanh"`): one pass
+/// each way on the CPU.
 pub fn gelu(x: &Tensor) -> Result<Tensor> {
-    on_cpu_or(x, cpu::Gelu, || x.gelu())
+    on_cpu_or(x, cpu::Gelu { exact: false }, || x.gelu())
+}
+
+/// Exact GELU, `x·Φ(x)` (PyTorch's default `nn.GELU()`, Candle's `gelu_erf`): one pass
+/// each way on the CPU.
+pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
+    on_cpu_or(x, cpu::Gelu { exact: true }, || x.gelu_erf())
 }
 
 /// Rotary position embedding, the non-interleaved (GPT-NeoX / Llama) variant of

@@ -20,6 +20,9 @@ pub(super) enum Channels {
 fn per_channel(t: &Tensor, channels: Channels) -> candle_core::Result<Tensor> {
     let b = t.dim(0)?;
     match channels {
+        Channels::Last if cpu::applies(t) => {
+            cpu::row_sums(&t.reshape((b, (), t.dim(candle_core::D::Minus1)?))?)
+        }
         Channels::Last => t.reshape((b, (), t.dim(candle_core::D::Minus1)?))?.sum(1),
         Channels::Second => t.reshape((b, t.dim(1)?, ()))?.sum(2),
     }
@@ -57,6 +60,13 @@ pub(super) fn scale_shift(
     };
     if recording && matches!(channels, Channels::Last) && cpu::applies(xhat) && xhat.track_op() {
         return constant_row_affine(taps, xhat, weight, bias);
+    }
+    if !recording && matches!(channels, Channels::Last) && cpu::applies(xhat) {
+        if let (Some(w), Some(b)) = (weight, bias) {
+            let (w, b) = (w.as_tensor().contiguous()?, b.as_tensor().contiguous()?);
+            let op = cpu::RowAffine { trainable: true };
+            return xhat.contiguous()?.apply_op3(&w, &b, op);
+        }
     }
     let mut y = xhat.clone();
     if let Some(w) = weight {
@@ -110,6 +120,6 @@ fn constant_row_affine(
     let (scale, shift) = (constant(weight, 1.0)?, constant(bias, 0.0)?);
     let y = xhat
         .contiguous()?
-        .apply_op3(&scale, &shift, cpu::RowAffine)?;
+        .apply_op3(&scale, &shift, cpu::RowAffine { trainable: false })?;
     tap_scale_shift(taps, y, xhat, weight, bias, Channels::Last)
 }

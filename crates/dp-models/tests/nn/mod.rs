@@ -5,7 +5,10 @@
 
 mod check;
 mod fail_closed;
+mod fused_route;
 mod ghost;
 mod layers;
+mod loss;
 mod models;
 mod ops;
+mod state_dict;

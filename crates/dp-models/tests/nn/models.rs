@@ -148,7 +148,7 @@ fn causal_lm_with_tied_head_rope_and_ignore_index() {
             Ok(loss::next_token_cross_entropy(
                 &logits,
                 &select(&ids, b)?,
-                Some(pad),
+                Some(i64::from(pad)),
             )?)
         }),
     };
@@ -292,8 +292,9 @@ fn library_transformer_decoder_with_tied_head() {
     check(&net, "library transformer");
 }
 
-/// The MNIST CNN from the DP layers and the fused tier, with the same weights: the same
-/// losses, per-example norms and clipped sums (tanh and ReLU, flat and per-layer).
+/// The MNIST CNN from the DP layers on the general path and the fused tier, with the
+/// same weights: the same losses, per-example norms and clipped sums (tanh and ReLU, flat
+/// and per-layer).
 #[test]
 fn mnist_cnn_from_dp_layers_agrees_with_the_fused_tier() {
     use dp_mechanisms::NoiseSource;
@@ -305,6 +306,12 @@ fn mnist_cnn_from_dp_layers_agrees_with_the_fused_tier() {
         let fused =
             FusedModel::new(mnist_cnn(activation).expect("spec"), &mut noise).expect("fused");
         let net = mnist_cnn_nn(activation, &fused.to_torch().expect("torch")).expect("nn");
+        assert!(
+            net.is_fused(),
+            "the DP-layer CNN takes the fused executor on the CPU"
+        );
+        // The general path (the taps), against the fused tier.
+        let net = net.without_fused_executor();
         let x = random(82, &[6, 784], 0.5).affine(1.0, 0.5).expect("x");
         let labels = [0, 3, 5, 7, 9, 1];
         for rule in [

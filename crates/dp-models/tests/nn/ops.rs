@@ -134,7 +134,7 @@ fn one_pass_cpu_ops_equal_the_composed_ones() {
         )
         .expect("masked");
     type Op = Box<dyn Fn(&Tensor) -> candle_core::Result<Tensor>>;
-    let cases: [(Op, Op, &Tensor, &str); 4] = [
+    let cases: [(Op, Op, &Tensor, &str); 5] = [
         (
             Box::new(|x| ops::layer_norm(x, 1e-5)),
             Box::new(|x| ops::layer_norm_composed(x, 1e-5)),
@@ -154,6 +154,12 @@ fn one_pass_cpu_ops_equal_the_composed_ones() {
             "softmax",
         ),
         (Box::new(ops::gelu), Box::new(|x| x.gelu()), &x, "gelu"),
+        (
+            Box::new(ops::gelu_erf),
+            Box::new(|x| x.gelu_erf()),
+            &x,
+            "gelu_erf",
+        ),
     ];
     for (fast, composed, input, what) in cases {
         let (v1, g1) = value_and_gradient(&*fast, input, &w);
@@ -164,4 +170,63 @@ fn one_pass_cpu_ops_equal_the_composed_ones() {
             "{what}: value error {ev}, gradient error {eg}"
         );
     }
+}
+
+/// Exact GELU against PyTorch's `nn.GELU()` (`torch.nn.functional.gelu(x)`, erf form):
+/// values computed in float64 as x·Φ(x).
+#[test]
+fn exact_gelu_equals_pytorchs_default() {
+    let x = Tensor::new(&[-3.0f32, -0.5, 0.0, 1.0, 2.5], &Device::Cpu).expect("x");
+    let expected = [
+        -0.004_049_694f32,
+        -0.154_268_77,
+        0.0,
+        0.841_344_7,
+        2.484_475_8,
+    ];
+    let got: Vec<f32> = ops::gelu_erf(&x).and_then(|y| y.to_vec1()).expect("gelu");
+    for (g, e) in got.iter().zip(expected) {
+        assert!((g - e).abs() < 1e-6, "{g} vs {e}");
+    }
+}
+
+/// Outside a private forward, a LayerNorm's scale and shift get their gradients from the
+/// one-pass CPU op: `Σ g⊙x̂` and `Σ g` over every row, and the input's through `g·γ`.
+#[test]
+fn a_trainable_layer_norm_gets_its_scale_and_shift_gradients() {
+    use candle_core::Module;
+    let host =
+        |t: &Tensor| -> Vec<f32> { t.flatten_all().and_then(|t| t.to_vec1()).expect("host") };
+    let (_varmap, _taps, vb) = super::check::builder();
+    let norm = dp_models::nn::layer_norm(6, 1e-5, vb.pp("ln")).expect("layer norm");
+    let gamma = random(61, &[6], 1.0).affine(1.0, 1.0).expect("γ");
+    norm.weight().set(&gamma).expect("γ");
+    let x = candle_core::Var::from_tensor(&random(62, &[3, 4, 6], 2.0)).expect("x");
+    let g = random(63, &[3, 4, 6], 1.0);
+    let y = norm.forward(x.as_tensor()).expect("forward");
+    let grads = (y * &g)
+        .and_then(|l| l.sum_all())
+        .and_then(|l| l.backward())
+        .expect("backward");
+    let xhat = ops::layer_norm_composed(x.as_tensor(), 1e-5).expect("x̂");
+    let rows = |t: Tensor| {
+        t.reshape((12, 6))
+            .and_then(|t| t.sum(0))
+            .map(|t| host(&t))
+            .expect("sum")
+    };
+    let want_gamma = rows((&g * &xhat).expect("g x̂"));
+    let want_beta = rows(g.clone());
+    let got = |v: &candle_core::Var| host(grads.get(v.as_tensor()).expect("a gradient"));
+    assert!(relative_error(&got(norm.weight()), &want_gamma) < 1e-5, "γ");
+    let bias = norm.bias().expect("a bias");
+    assert!(relative_error(&got(bias), &want_beta) < 1e-5, "β");
+    let composed = (ops::layer_norm_composed(x.as_tensor(), 1e-5)
+        .and_then(|h| h.broadcast_mul(&gamma))
+        .and_then(|h| h * &g))
+    .and_then(|l| l.sum_all())
+    .and_then(|l| l.backward())
+    .expect("composed");
+    let want_x = host(composed.get(x.as_tensor()).expect("x gradient"));
+    assert!(relative_error(&got(&x), &want_x) < 1e-5, "x");
 }

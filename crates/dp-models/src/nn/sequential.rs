@@ -1,0 +1,160 @@
+//! A stack of DP layers applied in order, as `candle_nn::Sequential` is for its layers.
+//!
+//! Its steps are named (convolution, linear, activation, pooling, flatten), so the library
+//! can see the whole network: on the CPU, a [`ModuleClassifier`](super::ModuleClassifier)
+//! of a `Sequential` that the fused executor covers trains on it (one pass per sample
+//! computing gradient, norm, clip and clipped sum), with no tier to name. Any other
+//! module can be a step ([`Sequential::module`]); the network then takes the general path.
+
+use candle_core::{Module, Tensor};
+
+use super::conv2d::Conv2d;
+use super::linear::Linear;
+use super::ops;
+
+/// One step of a [`Sequential`].
+pub(crate) enum Step {
+    Conv2d(Conv2d),
+    Linear(Linear),
+    Tanh,
+    Relu,
+    MaxPool { kernel: usize, stride: usize },
+    AvgPool { kernel: usize, stride: usize },
+    Flatten,
+    Module(Box<dyn Module + Send + Sync>),
+}
+
+/// DP layers in order, on flat inputs (B, n) or, with [`Sequential::images`], on flat
+/// images (B, C·H·W, channel-major as datasets store them) reshaped to (B, C, H, W).
+///
+/// ```no_run
+/// use candle_core::Device;
+/// use candle_nn::{Conv2dConfig, VarMap};
+/// use dp_models::nn::{self, DpVarBuilder, Taps};
+///
+/// # fn main() -> dp_models::Result<()> {
+/// let (varmap, taps, device) = (VarMap::new(), Taps::new(), Device::Cpu);
+/// let vb = DpVarBuilder::from_varmap(&varmap, &taps, &device);
+/// let conv = |stride, padding| Conv2dConfig { stride, padding, ..Default::default() };
+/// let net = nn::Sequential::images(1, 28, 28)
+///     .conv2d(nn::conv2d(1, 16, 8, conv(2, 2), vb.pp("conv1"))?)
+///     .tanh()
+///     .max_pool2d(2, 1)
+///     .conv2d(nn::conv2d(16, 32, 4, conv(2, 0), vb.pp("conv2"))?)
+///     .tanh()
+///     .max_pool2d(2, 1)
+///     .flatten()
+///     .linear(nn::linear(512, 32, vb.pp("fc1"))?)
+///     .tanh()
+///     .linear(nn::linear(32, 10, vb.pp("fc2"))?);
+/// let model = nn::ModuleClassifier::new(net, &varmap, &taps, &device)?;
+/// # Ok(()) }
+/// ```
+#[derive(Default)]
+pub struct Sequential {
+    image: Option<(usize, usize, usize)>,
+    steps: Vec<Step>,
+}
+
+impl Sequential {
+    /// An empty stack on flat inputs (B, n).
+    pub fn new() -> Self {
+        Sequential::default()
+    }
+
+    /// An empty stack on images of `channels × height × width`, given flat.
+    pub fn images(channels: usize, height: usize, width: usize) -> Self {
+        Sequential {
+            image: Some((channels, height, width)),
+            steps: Vec::new(),
+        }
+    }
+
+    fn push(mut self, step: Step) -> Self {
+        self.steps.push(step);
+        self
+    }
+
+    /// A DP 2-D convolution.
+    pub fn conv2d(self, layer: Conv2d) -> Self {
+        self.push(Step::Conv2d(layer))
+    }
+
+    /// A DP linear layer (on a flat activation: [`flatten`](Self::flatten) after images).
+    pub fn linear(self, layer: Linear) -> Self {
+        self.push(Step::Linear(layer))
+    }
+
+    /// tanh.
+    pub fn tanh(self) -> Self {
+        self.push(Step::Tanh)
+    }
+
+    /// ReLU.
+    pub fn relu(self) -> Self {
+        self.push(Step::Relu)
+    }
+
+    /// Max pooling over `kernel × kernel` windows every `stride` (PyTorch's tie rule).
+    pub fn max_pool2d(self, kernel: usize, stride: usize) -> Self {
+        self.push(Step::MaxPool { kernel, stride })
+    }
+
+    /// Average pooling over `kernel × kernel` windows every `stride` (no padding). Off the
+    /// fused executor (another device, another step in the stack) Candle's backward needs
+    /// `stride == kernel`.
+    pub fn avg_pool2d(self, kernel: usize, stride: usize) -> Self {
+        self.push(Step::AvgPool { kernel, stride })
+    }
+
+    /// (B, C, H, W) → (B, C·H·W).
+    pub fn flatten(self) -> Self {
+        self.push(Step::Flatten)
+    }
+
+    /// Any other module (its DP layers still tapped); the network then trains on the
+    /// general path.
+    pub fn module<M: Module + Send + Sync + 'static>(self, module: M) -> Self {
+        self.push(Step::Module(Box::new(module)))
+    }
+
+    /// The number of steps.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Whether there is no step.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    pub(crate) fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    pub(crate) fn image(&self) -> Option<(usize, usize, usize)> {
+        self.image
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let mut x = match self.image {
+            Some((c, h, w)) => x.reshape(((), c, h, w))?,
+            None => x.clone(),
+        };
+        for step in &self.steps {
+            x = match step {
+                Step::Conv2d(layer) => layer.forward(&x)?,
+                Step::Linear(layer) => layer.forward(&x)?,
+                Step::Tanh => ops::tanh(&x)?,
+                Step::Relu => x.relu()?,
+                Step::MaxPool { kernel, stride } => ops::max_pool2d(&x, *kernel, *stride)?,
+                Step::AvgPool { kernel, stride } => x.avg_pool2d_with_stride(*kernel, *stride)?,
+                Step::Flatten => x.flatten_from(1)?,
+                Step::Module(module) => module.forward(&x)?,
+            };
+        }
+        Ok(x)
+    }
+}
