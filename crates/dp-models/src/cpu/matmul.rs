@@ -4,8 +4,8 @@
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::f32_slice;
 use super::kernels::{matmul, Mat};
+use super::{f32_slice, storage_f32};
 
 /// Rows per parallel task of [`Matmul`].
 const ROWS_PER_TASK: usize = 128;
@@ -44,12 +44,7 @@ impl Matmul {
 /// `f` of a contiguous f32 CPU tensor's data, read in place.
 fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
     let (storage, layout) = t.storage_and_layout();
-    match &*storage {
-        candle_core::Storage::Cpu(cpu) => Ok(f(f32_slice(cpu, layout)?)),
-        _ => Err(candle_core::Error::Msg(
-            "matmul: a CPU tensor was expected".into(),
-        )),
-    }
+    Ok(f(storage_f32(&storage, layout)?))
 }
 
 /// `dW (N, K) = gᵀ (N × M) · x (M × K)`, parallel over blocks of W's rows.

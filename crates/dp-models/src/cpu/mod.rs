@@ -6,13 +6,14 @@
 //! own backward where it sits in the graph: convolution sample by sample with its im2col
 //! in cache and only the input gradient, matmuls without the unused weight gradient, max
 //! pooling, tanh, and per-sample conv norms and clipped sums; and for `nn`, GELU, layer/RMS
-//! normalisation and the last-dim softmax in one pass each way. Candle's CPU `conv2d`
+//! normalisation, the last-dim softmax and attention in one pass each way. Candle's CPU `conv2d`
 //! backward and the `index_select` pooling cost ~85% of a DP step (docs/training.md).
 //! Other devices keep the portable Candle path.
 
 use candle_core::{CpuStorage, Layout, Tensor};
 
 mod add_bias;
+mod attention;
 mod conv;
 mod conv_clipped_sum;
 mod conv_per_sample_rows;
@@ -30,6 +31,7 @@ mod unfold;
 mod weighted_row_sum;
 
 pub(crate) use add_bias::AddBias;
+pub(crate) use attention::Attention;
 pub(crate) use conv::{conv_input_gradient, Conv};
 pub(crate) use conv_clipped_sum::ConvClippedSum;
 pub(crate) use conv_per_sample_rows::ConvPerSampleRows;
@@ -63,6 +65,19 @@ pub(crate) fn f32_slice<'a>(
         },
         _ => Err(candle_core::Error::Msg(
             "CPU custom ops need f32 tensors".into(),
+        )),
+    }
+}
+
+/// The contiguous f32 data of a tensor's storage, read in place (an error off the CPU).
+pub(crate) fn storage_f32<'a>(
+    storage: &'a candle_core::Storage,
+    layout: &Layout,
+) -> candle_core::Result<&'a [f32]> {
+    match storage {
+        candle_core::Storage::Cpu(cpu) => f32_slice(cpu, layout),
+        _ => Err(candle_core::Error::Msg(
+            "CPU custom ops need CPU tensors".into(),
         )),
     }
 }

@@ -8,8 +8,8 @@ use super::var_builder::DpVarBuilder;
 use crate::error::{Error, Result};
 
 /// Multi-head self-attention on (B, T, d): projections `q`, `k`, `v`, `o` (DP Linear
-/// layers, so their per-sample gradients are ghost-clipped over the sequence), scaled dot
-/// products, an optional causal mask, and [`ops::softmax_last_dim`].
+/// layers, so their per-sample gradients are ghost-clipped over the sequence) around
+/// [`ops::attention`] (scaled dot products, an optional causal mask, the softmax).
 #[derive(Clone, Debug)]
 pub struct MultiHeadAttention {
     q: Linear,
@@ -42,22 +42,8 @@ impl MultiHeadAttention {
 
 impl Module for MultiHeadAttention {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let (b, t, d) = x.dims3()?;
-        let width = d / self.heads;
-        let split = |y: Tensor| {
-            y.reshape((b, t, self.heads, width))?
-                .transpose(1, 2)?
-                .contiguous()
-        };
-        let q = split(self.q.forward(x)?)?;
-        let k = split(self.k.forward(x)?)?;
-        let v = split(self.v.forward(x)?)?;
-        let mut scores = (q.matmul(&k.t()?.contiguous()?)? / (width as f64).sqrt())?;
-        if self.causal {
-            scores = scores.broadcast_add(&ops::causal_mask(t, x.device())?)?;
-        }
-        let attended = ops::softmax_last_dim(&scores)?.matmul(&v)?;
+        let (q, k, v) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
         self.o
-            .forward(&attended.transpose(1, 2)?.reshape((b, t, d))?)
+            .forward(&ops::attention(&q, &k, &v, self.heads, self.causal)?)
     }
 }

@@ -87,6 +87,59 @@ pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     Tensor::cat(&[first, second], D::Minus1)
 }
 
+/// Scaled dot-product attention of q, k, v (…, T, H·w), one shape, whose last dimension
+/// holds `heads` heads of width w side by side (as a projection (B, T, d) leaves them;
+/// `heads` 1 for inputs already split into (…, T, w)): per head,
+/// `softmax(QKᵀ/√w [+ causal mask]) V`, where `causal` lets position i attend to positions
+/// ≤ i only; the output has the inputs' layout. On the CPU (f32) one op each way that
+/// reads the heads in place and recomputes each head's T × T probabilities in its
+/// backward instead of storing them; elsewhere [`attention_composed`].
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, heads: usize, causal: bool) -> Result<Tensor> {
+    if [q, k, v].iter().all(|t| cpu::applies(t)) {
+        let width = q.dim(D::Minus1)? / heads.max(1);
+        let op = cpu::Attention {
+            heads,
+            scale: 1.0 / (width as f32).sqrt(),
+            causal,
+        };
+        return q
+            .contiguous()?
+            .apply_op3(&k.contiguous()?, &v.contiguous()?, op);
+    }
+    attention_composed(q, k, v, heads, causal)
+}
+
+/// [`attention`] from Candle ops, on any device and dtype.
+pub fn attention_composed(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    heads: usize,
+    causal: bool,
+) -> Result<Tensor> {
+    let dims = q.dims().to_vec();
+    let (t, d) = (q.dim(D::Minus2)?, q.dim(D::Minus1)?);
+    if heads == 0 || !d.is_multiple_of(heads) {
+        candle_core::bail!("attention: width {d} does not split into {heads} heads");
+    }
+    let width = d / heads;
+    let split = |x: &Tensor| {
+        x.reshape(((), t, heads, width))?
+            .transpose(1, 2)?
+            .contiguous()
+    };
+    let (q, k, v) = (split(q)?, split(k)?, split(v)?);
+    let mut scores = (q.matmul(&k.t()?.contiguous()?)? / (width as f64).sqrt())?;
+    if causal {
+        let mask = causal_mask(t, q.device())?.to_dtype(scores.dtype())?;
+        scores = scores.broadcast_add(&mask)?;
+    }
+    softmax_last_dim(&scores)?
+        .matmul(&v)?
+        .transpose(1, 2)?
+        .reshape(dims)
+}
+
 /// A causal mask for attention scores (T, T): 0 on and below the diagonal, −∞ above;
 /// add it to the scores before [`softmax_last_dim`].
 pub fn causal_mask(t: usize, device: &candle_core::Device) -> Result<Tensor> {

@@ -230,3 +230,117 @@ fn a_trainable_layer_norm_gets_its_scale_and_shift_gradients() {
     let want_x = host(composed.get(x.as_tensor()).expect("x gradient"));
     assert!(relative_error(&got(&x), &want_x) < 1e-5, "x");
 }
+
+/// The output and the gradients of q, k, v of `Σ w ⊙ f(q, k, v)`.
+fn attention_value_and_gradients(
+    f: &dyn Fn(&Tensor, &Tensor, &Tensor) -> candle_core::Result<Tensor>,
+    inputs: [&Tensor; 3],
+    w: &Tensor,
+) -> Vec<Vec<f32>> {
+    let host = |t: &Tensor| {
+        t.flatten_all()
+            .and_then(|t| t.to_vec1::<f32>())
+            .expect("host")
+    };
+    let vars = inputs.map(|t| Var::from_tensor(t).expect("var"));
+    let y = f(
+        vars[0].as_tensor(),
+        vars[1].as_tensor(),
+        vars[2].as_tensor(),
+    )
+    .expect("forward");
+    let grads = (&y * w)
+        .and_then(|o| o.sum_all())
+        .and_then(|o| o.backward())
+        .expect("backward");
+    let mut out = vec![host(&y)];
+    out.extend(vars.iter().map(|v| {
+        host(
+            grads
+                .get(v.as_tensor())
+                .expect("a gradient reaches q, k, v"),
+        )
+    }));
+    out
+}
+
+/// Heads side by side in (B, T, H·w), and already split into (B, H, T, w) with one "head".
+#[test]
+fn attention_in_one_op_equals_the_composed_attention() {
+    for (shape, heads) in [(vec![2, 9, 24], 3), (vec![2, 3, 9, 8], 1)] {
+        let (q, k, v) = (
+            random(61, &shape, 1.5),
+            random(62, &shape, 1.5),
+            random(63, &shape, 1.0),
+        );
+        let w = random(64, &shape, 1.0);
+        for causal in [false, true] {
+            let fast = attention_value_and_gradients(
+                &|q, k, v| ops::attention(q, k, v, heads, causal),
+                [&q, &k, &v],
+                &w,
+            );
+            let composed = attention_value_and_gradients(
+                &|q, k, v| ops::attention_composed(q, k, v, heads, causal),
+                [&q, &k, &v],
+                &w,
+            );
+            let outputs = ["output", "dq", "dk", "dv"];
+            for (what, (a, b)) in outputs.iter().zip(fast.iter().zip(&composed)) {
+                let err = relative_error(a, b);
+                assert!(
+                    err < 1e-5,
+                    "{shape:?}, causal {causal}, {what}: error {err}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_gradients_equal_finite_differences() {
+    let shape = [2, 5, 8];
+    let at = |seed| random(seed, &shape, 1.0).to_dtype(DType::F64).expect("f64");
+    let (k, v) = (at(65), at(66));
+    for causal in [false, true] {
+        check_gradient(
+            &|q| ops::attention(q, &k, &v, 2, causal),
+            &shape,
+            "attention dq",
+        );
+        check_gradient(
+            &|x| ops::attention(&k, x, &v, 2, causal),
+            &shape,
+            "attention dk",
+        );
+        check_gradient(
+            &|x| ops::attention(&k, &v, x, 2, causal),
+            &shape,
+            "attention dv",
+        );
+    }
+}
+
+#[test]
+fn causal_attention_never_looks_ahead() {
+    let shape = [1, 6, 8];
+    let (q, k, v) = (
+        random(67, &shape, 1.0),
+        random(68, &shape, 1.0),
+        random(69, &shape, 1.0),
+    );
+    let before = ops::attention(&q, &k, &v, 2, true).expect("attention");
+    // Change the last position's keys and values: every earlier output stays.
+    let changed = |t: &Tensor| {
+        let last = (t.narrow(1, 5, 1).expect("last") * 3.0).expect("scaled");
+        Tensor::cat(&[t.narrow(1, 0, 5).expect("first"), last], 1).expect("cat")
+    };
+    let after = ops::attention(&q, &changed(&k), &changed(&v), 2, true).expect("attention");
+    let head = |t: &Tensor| {
+        t.narrow(1, 0, 5)
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1::<f32>())
+            .expect("host")
+    };
+    assert_eq!(head(&before), head(&after));
+}
