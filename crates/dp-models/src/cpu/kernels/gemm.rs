@@ -55,6 +55,10 @@ pub(crate) fn matmul(
         }
         return;
     }
+    #[cfg(feature = "openblas")]
+    if super::openblas::sgemm(m, n, k, dst, dst_row_stride, accumulate, lhs, rhs) {
+        return;
+    }
     // SAFETY: the asserts above prove that every index gemm reads or writes lies inside the
     // corresponding slice; `dst` is borrowed mutably and cannot alias `lhs` or `rhs`.
     #[allow(unsafe_code)]

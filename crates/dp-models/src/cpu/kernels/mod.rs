@@ -1,11 +1,14 @@
 //! Per-sample slice kernels of the fused executor: a bounds-checked single-threaded gemm,
 //! im2col and its adjoint on NHWC images, split-accumulator dot products, a polynomial
-//! tanh, and the runtime choice of the vector unit they are compiled for. The autograd
+//! tanh, and the runtime choice of the vector unit they are compiled for; with the
+//! `openblas` feature the gemm calls the system OpenBLAS where it can express the views. The autograd
 //! tier's custom ops reuse the gemm, the tanh and the sum of squares.
 
 mod dot;
 mod gemm;
 mod im2col;
+#[cfg(feature = "openblas")]
+mod openblas;
 mod simd;
 mod tanh;
 
