@@ -1,16 +1,20 @@
-//! `x + b` on every row of the last dimension with a trainable `b`: a Linear layer's bias
-//! outside a private forward. Its backward is the output gradient itself for `x` and its
-//! column sums for `b` ([`row_sums`](super::row_sums::row_sums)); Candle's broadcast add
-//! reduces into `b` with a strided sum.
+//! `x + b` on every row of the last dimension: a Linear layer's bias. Its backward is the
+//! output gradient itself for `x` and, where `b` trains, its column sums for `b`
+//! ([`row_sums`](super::row_sums::row_sums)); Candle's broadcast add reduces into `b` with
+//! a strided sum.
 
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 
 use super::elementwise::map_rows;
-use super::f32_slice;
 use super::row_sums::row_sums;
+use super::{f32_slice, keep_gradient, GradientSlot};
 
-/// `x (…, d)`, `b (d)` → `x + b`.
-pub(crate) struct AddBias;
+/// `x (…, d)`, `b (d)` → `x + b`; `b` gets a gradient with `bias_gradient` (a constant in
+/// a private forward), and the output's gradient is left in `catch`.
+pub(crate) struct AddBias {
+    pub bias_gradient: bool,
+    pub catch: Option<GradientSlot>,
+}
 
 impl CustomOp2 for AddBias {
     fn name(&self) -> &'static str {
@@ -46,6 +50,10 @@ impl CustomOp2 for AddBias {
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        keep_gradient(self.catch.as_ref(), grad_res);
+        if !self.bias_gradient {
+            return Ok((Some(grad_res.clone()), None));
+        }
         let d = bias.dim(0)?;
         let summed = row_sums(&grad_res.reshape((1, (), d))?)?.reshape(d)?;
         Ok((Some(grad_res.clone()), Some(summed)))

@@ -5,7 +5,7 @@ use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use super::kernels::{matmul, Mat};
-use super::{f32_slice, storage_f32};
+use super::{f32_slice, keep_gradient, storage_f32, GradientSlot};
 
 /// Rows per parallel task of [`Matmul`].
 const ROWS_PER_TASK: usize = 128;
@@ -16,11 +16,12 @@ const ROWS_PER_TASK: usize = 128;
 /// tensor and an addition). Backward: x's gradient, and with `weight_gradient` (and
 /// `rhs_transposed`) the weight's, `gᵀ x`; without it the weight is a constant (DP mode:
 /// Candle's matmul backward would compute the unused, unclipped weight gradient, a gemm
-/// as large as the forward).
-#[derive(Clone, Copy)]
+/// as large as the forward). The output's gradient is left in `catch`.
+#[derive(Clone)]
 pub(crate) struct Matmul {
     pub rhs_transposed: bool,
     pub weight_gradient: bool,
+    pub catch: Option<GradientSlot>,
 }
 
 impl Matmul {
@@ -29,6 +30,7 @@ impl Matmul {
         Matmul {
             rhs_transposed: true,
             weight_gradient,
+            catch: None,
         }
     }
 
@@ -37,6 +39,7 @@ impl Matmul {
         Matmul {
             rhs_transposed: false,
             weight_gradient: false,
+            catch: None,
         }
     }
 }
@@ -140,6 +143,7 @@ impl CustomOp2 for Matmul {
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        keep_gradient(self.catch.as_ref(), grad_res);
         let grad = grad_res.contiguous()?;
         let wk = if self.rhs_transposed {
             w.contiguous()?

@@ -81,3 +81,15 @@ pub(crate) fn storage_f32<'a>(
         )),
     }
 }
+
+/// Where an op's backward leaves the gradient of its output: a DP layer's last op keeps
+/// `dL/dz` for the taps itself, instead of an identity probe after it (a copy of the
+/// output in the forward, a zero tensor and an addition in the backward).
+pub(crate) type GradientSlot = std::sync::Arc<std::sync::Mutex<Option<Tensor>>>;
+
+/// Stores `grad` in `slot`, if there is one.
+pub(crate) fn keep_gradient(slot: Option<&GradientSlot>, grad: &Tensor) {
+    if let Some(slot) = slot {
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(grad.clone());
+    }
+}

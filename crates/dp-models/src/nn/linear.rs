@@ -94,16 +94,23 @@ impl Linear {
 /// `constant_weight` (a private forward) Candle's matmul would also compute the weight's
 /// summed gradient, a gemm as large as the forward, that a private step never uses.
 /// Elsewhere `x` is flattened to rows, so that the weight is one 2-D matmul (no
-/// per-example broadcast copies of it in Candle's backward).
+/// per-example broadcast copies of it in Candle's backward). With `catch`, the last CPU
+/// op keeps the output's gradient in it; the flag says whether it does (the output is in
+/// Candle's graph and ends in such an op).
 fn affine(
     x: &Tensor,
     w: &Tensor,
     b: Option<&Tensor>,
     constant_weight: bool,
-) -> candle_core::Result<Tensor> {
+    catch: Option<&cpu::GradientSlot>,
+) -> candle_core::Result<(Tensor, bool)> {
     // A constant weight on data (a first layer) is outside Candle's graph either way.
-    let y = if cpu::applies(x) && (!constant_weight || x.track_op()) {
-        let op = cpu::Matmul::linear(!constant_weight);
+    let on_cpu = cpu::applies(x) && (!constant_weight || x.track_op());
+    let y = if on_cpu {
+        let op = cpu::Matmul {
+            catch: catch.filter(|_| b.is_none()).cloned(),
+            ..cpu::Matmul::linear(!constant_weight)
+        };
         x.contiguous()?.apply_op2(&w.contiguous()?, op)?
     } else {
         let mut dims = x.dims().to_vec();
@@ -115,17 +122,20 @@ fn affine(
         }
         rows.reshape(dims)?
     };
+    // Only an output in Candle's graph has a backward to catch its gradient.
+    let tracked = y.track_op() && catch.is_some();
     match b {
-        // A constant bias on the CPU: an add whose backward is the input's gradient only.
-        Some(b) if constant_weight && cpu::applies(&y) && y.track_op() => {
-            let ones = b.ones_like()?;
-            y.contiguous()?
-                .apply_op3(&ones, &b.contiguous()?, cpu::RowAffine { trainable: false })
+        // The bias on the CPU: the input's gradient passes as it is, and a trainable
+        // bias's is one pass of column sums.
+        Some(b) if cpu::applies(&y) => {
+            let op = cpu::AddBias {
+                bias_gradient: !constant_weight,
+                catch: catch.filter(|_| tracked).cloned(),
+            };
+            Ok((y.contiguous()?.apply_op2(&b.contiguous()?, op)?, tracked))
         }
-        // A trainable bias on the CPU: its gradient is one pass of column sums.
-        Some(b) if cpu::applies(&y) => y.contiguous()?.apply_op2(&b.contiguous()?, cpu::AddBias),
-        Some(b) => y.broadcast_add(b),
-        None => Ok(y),
+        Some(b) => Ok((y.broadcast_add(b)?, false)),
+        None => Ok((y, on_cpu && tracked)),
     }
 }
 
@@ -141,18 +151,18 @@ fn sum_positions(left: &Tensor) -> candle_core::Result<Tensor> {
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         if !self.taps.is_recording() {
-            return affine(
-                x,
+            let (w, b) = (
                 self.weight.as_tensor(),
                 self.bias.as_ref().map(|b| b.as_tensor()),
-                false,
             );
+            return Ok(affine(x, w, b, false, None)?.0);
         }
         let w = self.weight.as_tensor().detach();
         let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
-        let y = affine(x, &w, b.as_ref(), true)?;
+        let slot = cpu::GradientSlot::default();
+        let (y, caught) = affine(x, &w, b.as_ref(), true, Some(&slot))?;
         let (weight_var, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
-        self.taps.tap(y, move |grad| {
+        let resolve = move |grad: &Tensor| {
             let batch = grad.dim(0)?;
             let out = weight_var.as_tensor().dim(0)?;
             let left = grad.reshape((batch, (), out))?;
@@ -168,6 +178,10 @@ impl Module for Linear {
                 right,
             };
             Ok(std::iter::once((weight_var, weight)).chain(bias).collect())
-        })
+        };
+        if caught {
+            return Ok(self.taps.tap_caught(y, slot, resolve));
+        }
+        self.taps.tap(y, resolve)
     }
 }

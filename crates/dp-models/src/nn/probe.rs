@@ -6,6 +6,8 @@
 //! nothing extra in the backward. Elsewhere (and on a first layer) it is a zero
 //! `Var` added to the output (Candle keeps the gradients of variables), which costs a
 //! zero tensor and an addition in the forward and a second accumulation in the backward.
+//! A layer whose last op is one of the CPU ops can have that op keep the gradient itself
+//! ([`cpu::GradientSlot`]), with no probe op at all.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,8 +19,8 @@ use crate::cpu;
 pub(super) enum Probe {
     /// A zero variable added to the output (any device).
     Zero(Var),
-    /// The identity op that caught the gradient (CPU).
-    Catch(Arc<Mutex<Option<Tensor>>>),
+    /// The op that caught the gradient (CPU): the identity, or the layer's own last op.
+    Catch(cpu::GradientSlot),
 }
 
 impl Probe {
@@ -27,7 +29,7 @@ impl Probe {
         // An output that depends on no variable (the first layer's, on data) is not in
         // Candle's graph: only a variable puts it there.
         if cpu::applies(&output) && output.track_op() {
-            let slot = Arc::new(Mutex::new(None));
+            let slot: cpu::GradientSlot = Arc::new(Mutex::new(None));
             let probed = output.apply_op1(Catch(slot.clone()))?;
             return Ok((probed, Probe::Catch(slot)));
         }
@@ -45,7 +47,7 @@ impl Probe {
 }
 
 /// The identity whose backward stores the gradient it passes through.
-struct Catch(Arc<Mutex<Option<Tensor>>>);
+struct Catch(cpu::GradientSlot);
 
 impl CustomOp1 for Catch {
     fn name(&self) -> &'static str {
@@ -67,7 +69,7 @@ impl CustomOp1 for Catch {
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(grad_res.clone());
+        cpu::keep_gradient(Some(&self.0), grad_res);
         Ok(Some(grad_res.clone()))
     }
 }

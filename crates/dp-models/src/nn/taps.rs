@@ -171,6 +171,25 @@ impl Taps {
         Ok(output)
     }
 
+    /// [`Taps::tap`] for an output whose last op keeps its gradient in `slot` itself (the
+    /// CPU ops of the built-in layers): no probe op is added.
+    pub(super) fn tap_caught(
+        &self,
+        output: Tensor,
+        slot: crate::cpu::GradientSlot,
+        resolve: impl FnOnce(&Tensor) -> Result<Vec<(Var, Contribution)>> + Send + 'static,
+    ) -> Tensor {
+        let mut state = self.lock();
+        if let Some(records) = state.recording.as_mut() {
+            records.push(Record {
+                probe: Probe::Catch(slot),
+                resolve: Box::new(resolve),
+                shape: output.dims().to_vec(),
+            });
+        }
+        output
+    }
+
     /// Runs `forward` with recording on and returns its result with the records; the
     /// recording is switched off again whatever `forward` does.
     pub(super) fn record<T>(
