@@ -37,21 +37,15 @@ impl Geometry {
 
 /// Head `h` of a sequence (T × w, row stride d), or its transpose.
 fn head(data: &[f32], g: Geometry, h: usize, transposed: bool) -> Mat<'_> {
-    let (row_stride, col_stride) = if transposed { (1, g.d) } else { (g.d, 1) };
-    Mat {
-        data: &data[h * g.w..],
-        row_stride,
-        col_stride,
-    }
+    tile(&data[h * g.w..], g.d, transposed)
 }
 
-/// A T × T scratch tile, or its transpose.
-fn tile(data: &[f32], t: usize, transposed: bool) -> Mat<'_> {
-    let (row_stride, col_stride) = if transposed { (1, t) } else { (t, 1) };
-    Mat {
-        data,
-        row_stride,
-        col_stride,
+/// Rows `stride` apart (a T × T scratch tile: stride T), or their transpose.
+fn tile(data: &[f32], stride: usize, transposed: bool) -> Mat<'_> {
+    if transposed {
+        Mat::transposed(data, stride)
+    } else {
+        Mat::rows(data, stride)
     }
 }
 

@@ -31,6 +31,7 @@
 use candle_core::{DType, Tensor};
 
 use super::contribution::Left;
+use crate::cpu;
 use crate::error::{Error, Result};
 
 /// Unit roundoff of `f32` and of `f64`.
@@ -89,9 +90,50 @@ fn row_norms(left: &Left) -> Result<Tensor> {
     })
 }
 
+/// What the bound is computed from: per example the `f64` sum of the Gram products and
+/// `A = Σₐ Σ_s ‖l_{a,s}‖‖r_{a,s}‖`; the worst relative error of a product of Gram entries,
+/// the number of products, and the positions K.
+struct Sums {
+    total: Tensor,
+    magnitude: Tensor,
+    worst: f64,
+    terms: usize,
+    positions: usize,
+}
+
 /// The rigorous upper bound (B,) of `Σₐ Σ_b ⟨Lₐ L_bᵀ, Rₐ R_bᵀ⟩`, the squared norm of
 /// `Σₐ Lₐᵀ Rₐ` per example (module docs).
 pub(crate) fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
+    let sums = match outers {
+        [(Left::Dense(l), r)] if cpu::applies(l) && cpu::applies(r) => one_use_on_cpu(l, r)?,
+        _ => composed_sums(outers)?,
+    };
+    let slack =
+        (sums.worst + gamma(2 * sums.terms + outers.len(), U64)) * (1.0 + 1.0 / (1 << 20) as f64);
+    let exact_bound = (sums.total.relu()? + (sums.magnitude.sqr()? * slack)?)?;
+    let computed_bound =
+        (exact_bound.sqrt()? + (&sums.magnitude * gamma(sums.positions, U32))?)?.sqr()?;
+    // Rounded up: f64 → f32 rounds to nearest (relative error ≤ 2⁻²⁴).
+    Ok((computed_bound * (1.0 + 1.0 / (1 << 22) as f64))?.to_dtype(DType::F32)?)
+}
+
+/// [`Sums`] of one dense use (a Linear applied once) in one CPU pass per example.
+fn one_use_on_cpu(l: &Tensor, r: &Tensor) -> Result<Sums> {
+    let (b, k, m) = l.dims3()?;
+    let n = r.dim(2)?;
+    let (total, magnitude) = cpu::ghost_sums(l, r)?;
+    let (gamma_l, gamma_r) = (gamma(m, U32), gamma(n, U32));
+    Ok(Sums {
+        total: Tensor::from_vec(total, b, l.device())?,
+        magnitude: Tensor::from_vec(magnitude, b, l.device())?,
+        worst: gamma_l + gamma_r + gamma_l * gamma_r,
+        terms: k * k,
+        positions: k,
+    })
+}
+
+/// [`Sums`] of any uses from Candle ops, on any device.
+fn composed_sums(outers: &[(&Left, &Tensor)]) -> Result<Sums> {
     let mut total: Option<Tensor> = None;
     let mut magnitude: Option<Tensor> = None;
     let (mut worst, mut terms, mut positions) = (0.0f64, 0usize, 0usize);
@@ -118,10 +160,53 @@ pub(crate) fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
         }
     }
     let missing = || Error::invalid_model("DP layer", "a parameter without contributions");
-    let (total, magnitude) = (total.ok_or_else(missing)?, magnitude.ok_or_else(missing)?);
-    let slack = (worst + gamma(2 * terms + outers.len(), U64)) * (1.0 + 1.0 / (1 << 20) as f64);
-    let exact_bound = (total.relu()? + (magnitude.sqr()? * slack)?)?;
-    let computed_bound = (exact_bound.sqrt()? + (&magnitude * gamma(positions, U32))?)?.sqr()?;
-    // Rounded up: f64 → f32 rounds to nearest (relative error ≤ 2⁻²⁴).
-    Ok((computed_bound * (1.0 + 1.0 / (1 << 22) as f64))?.to_dtype(DType::F32)?)
+    Ok(Sums {
+        total: total.ok_or_else(missing)?,
+        magnitude: magnitude.ok_or_else(missing)?,
+        worst,
+        terms,
+        positions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn host(t: &Tensor) -> Vec<f64> {
+        t.to_vec1::<f64>().expect("host")
+    }
+
+    /// The one-pass CPU sums equal the composed ones: the Gram products agree to the f32
+    /// rounding of the Gram entries, the magnitudes to f64 rounding; a NaN stays NaN.
+    #[test]
+    fn the_cpu_pass_gives_the_composed_sums() -> Result<()> {
+        let device = Device::Cpu;
+        let l = Tensor::randn(0f32, 1.0, (3, 5, 7), &device)?;
+        let r = Tensor::randn(0f32, 1.0, (3, 5, 4), &device)?;
+        let left = Left::Dense(l.clone());
+        let (fast, composed) = (one_use_on_cpu(&l, &r)?, composed_sums(&[(&left, &r)])?);
+        assert_eq!(
+            (fast.worst, fast.terms, fast.positions),
+            (composed.worst, composed.terms, composed.positions)
+        );
+        let (ft, ct, mag) = (
+            host(&fast.total),
+            host(&composed.total),
+            host(&fast.magnitude),
+        );
+        for ((f, c), m) in ft.iter().zip(&ct).zip(&mag) {
+            assert!((f - c).abs() <= 1e-5 * m * m, "total {f} vs {c}");
+        }
+        for (f, c) in mag.iter().zip(host(&composed.magnitude)) {
+            assert!((f - c).abs() <= 1e-12 * c, "magnitude {f} vs {c}");
+        }
+        let mut values = l.flatten_all()?.to_vec1::<f32>()?;
+        values[0] = f32::NAN;
+        let poisoned = Tensor::from_vec(values, (3, 5, 7), &device)?;
+        let sums = one_use_on_cpu(&poisoned, &r)?;
+        assert!(host(&sums.total)[0].is_nan() && host(&sums.total)[1].is_finite());
+        Ok(())
+    }
 }
