@@ -60,7 +60,7 @@ pub enum ModelChoice {
     GdpMnistCnn,
     /// 123 → 16 → 2 ReLU MLP, fused tier.
     AdultMlp,
-    /// Embedding(10000, 16) → mean → Dense(16, ReLU) → Dense(2), autograd tier.
+    /// Embedding(10000, 16) → mean → Dense(16, ReLU) → Dense(2), the DP layers on the general path.
     ImdbEmbeddingAverage,
     /// GMF(5) + MLP-part(10) embeddings → Dense(5), closed-form per-sample gradients.
     Ncf,

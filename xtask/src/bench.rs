@@ -34,9 +34,9 @@ pub enum Suite {
         /// Timed steps of each kind.
         #[arg(long, default_value_t = 30)]
         steps: usize,
-        /// Tier: fused, autograd (the sequential autograd model), nn (the DP layers as a
-        /// user writes them: `nn::Sequential`, which takes the fused executor on the CPU)
-        /// or nn-general (the same on the general path of the taps).
+        /// Tier: fused (the papers' network spec), nn (the DP layers as a user writes
+        /// them: `nn::Sequential`, which takes the fused executor on the CPU), nn-staged
+        /// or nn-general (the same on the staged executor or the general path of the taps).
         #[arg(long, default_value = "fused")]
         tier: String,
         /// End with one JSON object.
@@ -335,7 +335,8 @@ fn dp_sgd(
 ) -> Result<()> {
     use dp_mechanisms::NoiseSource;
     use dp_models::fused::FusedModel;
-    use dp_models::models::{mnist_cnn, mnist_cnn_autograd, mnist_cnn_nn, Activation};
+    use dp_models::models::{mnist_cnn, mnist_cnn_nn, Activation};
+    use dp_models::nn::Executor;
     anyhow::ensure!(model == "mnist-cnn", "only --model mnist-cnn is available");
     anyhow::ensure!(batch > 0, "--batch-size must be > 0");
     let mut noise = NoiseSource::seeded(0);
@@ -343,25 +344,20 @@ fn dp_sgd(
     let flops = fused.spec().flops_per_sample();
     let mut measure = || match tier {
         "fused" => time_steps(&mut fused, model, batch, steps, tier, json, &mut noise),
-        "autograd" => {
-            let mut auto =
-                mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?.without_fused();
-            time_steps(&mut auto, model, batch, steps, tier, json, &mut noise)
-        }
-        "nn" => {
-            let mut net = mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?;
+        "nn" | "nn-staged" | "nn-general" => {
+            let net = mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?;
             anyhow::ensure!(
-                net.is_fused(),
+                net.executor() == Executor::Fused,
                 "the DP-layer CNN should take the fused executor"
             );
+            let mut net = match tier {
+                "nn-staged" => net.with_executor(Executor::Staged)?,
+                "nn-general" => net.with_executor(Executor::General)?,
+                _ => net,
+            };
             time_steps(&mut net, model, batch, steps, tier, json, &mut noise)
         }
-        "nn-general" => {
-            let net = mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?;
-            let mut net = net.without_fused_executor();
-            time_steps(&mut net, model, batch, steps, tier, json, &mut noise)
-        }
-        other => anyhow::bail!("--tier must be fused, autograd, nn or nn-general, not {other}"),
+        other => anyhow::bail!("--tier must be fused, nn, nn-staged or nn-general, not {other}"),
     };
     let before = measure()?;
     peak::report_flops(before.0, flops)?;

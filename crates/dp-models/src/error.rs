@@ -48,7 +48,7 @@ pub enum Error {
     /// what it supports.
     #[error("invalid model ({part}): {reason}")]
     InvalidModel {
-        /// Which part: `network spec`, `Linear`, `autograd model`, `labels`, …
+        /// Which part: `network spec`, `Linear`, `staged executor`, `labels`, …
         part: &'static str,
         /// What is wrong.
         reason: String,

@@ -16,11 +16,8 @@
 //! * [`loss`] — per-example cross-entropy and its gradient.
 //! * [`nn`] — DP layers for any Candle model (drop-ins for candle-nn's), any per-example
 //!   loss, on any device; [`nn::PrivateNet`] makes such a network a [`PrivateModel`].
-//! * [`autograd`] — the autograd tier (Embedding, Linear over sequences) with probe taps,
-//!   ghost norms and book-keeping clipped sums; runs on any Candle device.
 #![deny(missing_docs)]
 
-pub mod autograd;
 mod clip_rule;
 mod cpu;
 pub mod data;
@@ -31,6 +28,7 @@ pub mod loss;
 pub mod models;
 pub mod nn;
 mod private_model;
+mod staged;
 mod training_data;
 
 pub use clip_rule::ClipRule;

@@ -4,7 +4,6 @@ use candle_core::{Device, Tensor, Var};
 use candle_nn::VarMap;
 use dp_mechanisms::NoiseSource;
 
-use crate::autograd::{AutogradModel, Stage};
 use crate::error::{Error, Result};
 use crate::fused::{LayerSpec, NetSpec, TorchLayer};
 use crate::nn;
@@ -152,44 +151,6 @@ pub fn mlp(
     NetSpec::new(inputs, 1, 1, &[&[LayerSpec::Flatten][..], &layers].concat())
 }
 
-/// The MNIST CNN of [`mnist_cnn`] on the sequential (autograd) tier, from PyTorch-layout
-/// weights (for example `FusedModel::to_torch()`, so both tiers can run the same
-/// network): the DP layers of [`crate::nn`] as stages, trained by the direct CPU backward.
-pub fn mnist_cnn_autograd(activation: Activation, weights: &[TorchLayer]) -> Result<AutogradModel> {
-    let MnistCnnLayers {
-        conv1,
-        conv2,
-        fc1,
-        fc2,
-        ..
-    } = mnist_cnn_layers(weights)?;
-    let act = || match activation {
-        Activation::Tanh => Stage::Tanh,
-        Activation::Relu => Stage::Relu,
-    };
-    let pool = || Stage::MaxPool {
-        kernel: 2,
-        stride: 1,
-    };
-    Ok(AutogradModel::new(vec![
-        Stage::Image {
-            channels: 1,
-            height: 28,
-            width: 28,
-        },
-        Stage::Layer(Box::new(conv1)),
-        act(),
-        pool(),
-        Stage::Layer(Box::new(conv2)),
-        act(),
-        pool(),
-        Stage::Flatten,
-        Stage::Layer(Box::new(fc1)),
-        act(),
-        Stage::Layer(Box::new(fc2)),
-    ]))
-}
-
 /// Sets a layer's parameters to PyTorch-layout weights.
 fn set_layer(weight: &Var, bias: Option<&Var>, torch: &TorchLayer) -> Result<()> {
     let (w, b) = torch.to_tensors(weight.device())?;
@@ -312,18 +273,18 @@ pub fn imdb_embedding_average(
     dim: usize,
     hidden: usize,
     noise: &mut NoiseSource,
-) -> Result<AutogradModel> {
+) -> Result<nn::ModuleClassifier<nn::Sequential>> {
     let (varmap, taps, device) = (VarMap::new(), nn::Taps::new(), Device::Cpu);
     let vb = nn::DpVarBuilder::from_varmap(&varmap, &taps, &device);
     let embedding = nn::embedding(num_words, dim, vb.pp("embedding"))?;
     embedding
         .embeddings()
         .set(&uniform_tensor((num_words, dim), 0.05, noise)?)?;
-    Ok(AutogradModel::new(vec![
-        Stage::Layer(Box::new(embedding)),
-        Stage::MeanOverTime,
-        Stage::Layer(Box::new(keras_dense(dim, hidden, noise, vb.pp("dense1"))?)),
-        Stage::Relu,
-        Stage::Layer(Box::new(keras_dense(hidden, 2, noise, vb.pp("dense2"))?)),
-    ]))
+    let net = nn::Sequential::new()
+        .embedding(embedding)
+        .mean_over_time()
+        .linear(keras_dense(dim, hidden, noise, vb.pp("dense1"))?)
+        .relu()
+        .linear(keras_dense(hidden, 2, noise, vb.pp("dense2"))?);
+    nn::ModuleClassifier::new(net, &varmap, &taps, &device)
 }

@@ -1,7 +1,7 @@
 //! Integration tests of dp-models: the fused tier against an independent per-example
-//! autograd reference, layouts, reproducibility, and the data loaders.
+//! autograd reference, the DP layers and their executors, layouts, reproducibility, and
+//! the data loaders.
 
-mod autograd;
 mod data;
 mod fixtures;
 mod fused;

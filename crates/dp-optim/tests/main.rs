@@ -275,15 +275,15 @@ fn mnist_one_epoch_smoke() -> dp_optim::Result<()> {
     one_mnist_epoch(model, noise, "fused")
 }
 
-/// The same epoch on the autograd tier (its CPU direct backward, in 256-sample chunks):
-/// the same initial weights, the same bar.
+/// The same epoch on the DP-layer CNN's staged executor (its CPU direct backward, in
+/// 256-sample chunks): the same initial weights, the same bar.
 #[test]
-fn mnist_one_epoch_smoke_on_the_autograd_tier() -> dp_optim::Result<()> {
+fn mnist_one_epoch_smoke_on_the_staged_executor() -> dp_optim::Result<()> {
     let mut noise = NoiseSource::seeded(1);
     let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
-    let model = dp_models::models::mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?
-        .without_fused();
-    one_mnist_epoch(model, noise, "autograd")
+    let model = dp_models::models::mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?
+        .with_executor(dp_models::nn::Executor::Staged)?;
+    one_mnist_epoch(model, noise, "staged")
 }
 
 fn one_mnist_epoch<M: dp_models::Classifier>(
@@ -361,12 +361,11 @@ fn physical_batches_sum_to_the_logical_batch() -> dp_optim::Result<()> {
     Ok(())
 }
 
-/// The engine trains an autograd-tier model (Embedding → mean → Linear) too: a bag of
-/// tokens whose label says whether token 1 occurs.
+/// The engine trains a DP-layer model of token ids (Embedding → mean → Linear) too: a
+/// bag of tokens whose label says whether token 1 occurs.
 #[test]
-fn engine_trains_an_autograd_tier_model() -> dp_optim::Result<()> {
+fn engine_trains_an_embedding_model() -> dp_optim::Result<()> {
     use candle_core::{Device, Tensor};
-    use dp_models::autograd::{AutogradModel, Stage};
     use dp_models::nn;
     let mut noise = NoiseSource::seeded(21);
     let n = 2000;
@@ -400,11 +399,11 @@ fn engine_trains_an_autograd_tier_model() -> dp_optim::Result<()> {
     if let Some(bias) = linear.bias() {
         bias.set(&init(&[2], &mut noise)?)?;
     }
-    let model = AutogradModel::new(vec![
-        Stage::Layer(Box::new(embedding)),
-        Stage::MeanOverTime,
-        Stage::Layer(Box::new(linear)),
-    ]);
+    let net = nn::Sequential::new()
+        .embedding(embedding)
+        .mean_over_time()
+        .linear(linear);
+    let model = nn::ModuleClassifier::new(net, &varmap, &taps, &Device::Cpu)?;
     let config = TrainConfig {
         sampler: Sampler::Poisson {
             sampling_rate: 0.05,

@@ -2,7 +2,7 @@
 //!
 //! [`kernels`] holds the slice kernels (a bounds-checked gemm, im2col/col2im in NHWC,
 //! split-accumulator dot products, a one-`exp` tanh) the fused executor is built from.
-//! The other modules are the autograd tier's custom ops, one op per file, each with its
+//! The other modules are the staged executor's and the DP layers' custom ops, one op per file, each with its
 //! own backward where it sits in the graph: convolution sample by sample with its im2col
 //! in cache and only the input gradient, matmuls without the unused weight gradient, max
 //! pooling, tanh, and per-sample conv norms and clipped sums; and for `nn`, GELU, layer/RMS

@@ -1,4 +1,4 @@
-//! im2col on NCHW input in PyTorch's column order: the geometry the autograd tier's
+//! im2col on NCHW input in PyTorch's column order: the geometry the staged executor's
 //! convolution ops share, and the unfold op of its portable path.
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape};

@@ -4,10 +4,9 @@ use candle_core::{Device, Module, Tensor, Var};
 use candle_nn::VarMap;
 
 use super::contribution::NormMethod;
-use super::fused_route::FusedRoute;
+use super::executor::{Executor, Route};
 use super::gradients::PrivateGradients;
 use super::loss;
-use super::sequential::Sequential;
 use super::taps::Taps;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -20,44 +19,42 @@ use crate::ClipRule;
 /// (B, classes) — reshaping inside, if it needs images — trained with per-example
 /// cross-entropy. On a device other than the CPU the engine keeps its parameters there.
 ///
-/// A [`Sequential`] of steps the fused executor runs (Conv2d, Linear, tanh, ReLU,
-/// pooling, flatten) trains on it on the CPU — the same clipped sums within float
-/// rounding, several times faster; every other module takes the general path of
-/// [`Taps::clipped_gradients`](super::PrivateGradients).
+/// The private backward runs on the fastest [`Executor`] that covers the module: a
+/// [`Sequential`](super::Sequential) of steps the fused executor runs (Conv2d, Linear,
+/// tanh, ReLU, pooling, flatten) trains on it on the CPU — the same clipped sums within
+/// float rounding, several times faster; one the staged executor runs trains there;
+/// every other module takes the general path of [`Taps::clipped_gradients`].
 pub struct ModuleClassifier<M> {
     module: M,
     taps: Taps,
     device: Device,
     method: NormMethod,
-    fused: Option<FusedRoute>,
+    route: Route,
 }
 
 impl<M: Module + 'static> ModuleClassifier<M> {
     /// Fails closed unless every variable of `varmap` belongs to a DP layer of `taps`.
     pub fn new(module: M, varmap: &VarMap, taps: &Taps, device: &Device) -> Result<Self> {
         taps.check_covers(varmap)?;
-        let any: &dyn std::any::Any = &module;
-        let fused = any
-            .downcast_ref::<Sequential>()
-            .and_then(|net| FusedRoute::plan(net, taps, device));
         Ok(ModuleClassifier {
+            route: Route::plan(&module, taps, device, None)?,
             module,
             taps: taps.clone(),
             device: device.clone(),
             method: NormMethod::Auto,
-            fused,
         })
     }
 
-    /// The general path even where the fused executor applies (to compare the two).
-    pub fn without_fused_executor(mut self) -> Self {
-        self.fused = None;
-        self
+    /// The same model on `executor` (to compare executors); an error if it does not
+    /// cover the module.
+    pub fn with_executor(mut self, executor: Executor) -> Result<Self> {
+        self.route = Route::plan(&self.module, &self.taps, &self.device, Some(executor))?;
+        Ok(self)
     }
 
-    /// Whether the fused executor computes this model's gradients.
-    pub fn is_fused(&self) -> bool {
-        self.fused.is_some()
+    /// The executor that computes this model's private gradients.
+    pub fn executor(&self) -> Executor {
+        self.route.executor()
     }
 
     /// The module.
@@ -148,8 +145,8 @@ impl<M: Module + 'static> PrivateModel for ModuleClassifier<M> {
 
 impl<M: Module + 'static> Classifier for ModuleClassifier<M> {
     fn logits(&self, x: &Tensor) -> Result<Vec<f32>> {
-        if let Some(route) = &self.fused {
-            return route.logits(&self.taps, x);
+        if let Some(logits) = self.route.logits(&self.taps, x) {
+            return logits;
         }
         let x = x.to_device(&self.device)?;
         Ok(self.module.forward(&x)?.flatten_all()?.to_vec1()?)
@@ -162,8 +159,13 @@ impl<M: Module + 'static> Classifier for ModuleClassifier<M> {
         classes: usize,
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        if let (Some(route), false) = (&self.fused, labels.is_empty()) {
-            return route.clipped_cross_entropy_gradient(&self.taps, x, labels, classes, rule);
+        if !labels.is_empty() {
+            if let Some(gradient) = self
+                .route
+                .clipped_cross_entropy_gradient(&self.taps, x, labels, classes, rule)
+            {
+                return gradient;
+            }
         }
         self.private_gradients(x, labels, classes, rule)?
             .into_host()

@@ -14,10 +14,10 @@ use candle_core::{DType, Device, Tensor, Var};
 
 use super::sequential::{Sequential, Step};
 use super::taps::Taps;
-use crate::autograd::DpLayer;
 use crate::error::Result;
 use crate::fused::{from_torch, to_torch, FusedModel, LayerSpec, NetSpec, TorchLayer};
 use crate::private_model::{Classifier, ClippedGradient};
+use crate::staged::DpLayer;
 use crate::ClipRule;
 
 /// Where one parametric layer's tensors sit in the taps' flat θ.
@@ -126,7 +126,7 @@ fn specs(net: &Sequential) -> Option<(Vec<LayerSpec>, Vec<WeightAndBias>)> {
     let (mut specs, mut layers) = (Vec::new(), Vec::new());
     for step in net.steps() {
         specs.push(match step {
-            // The layers' own fused form (bias required), as the autograd tier uses it.
+            // The layers' own fused form (bias required), as the staged executor uses it.
             Step::Conv2d(conv) => {
                 layers.push((conv.weight().clone(), conv.bias()?.clone()));
                 conv.fused_layer()?
@@ -146,7 +146,7 @@ fn specs(net: &Sequential) -> Option<(Vec<LayerSpec>, Vec<WeightAndBias>)> {
                 stride: *stride,
             },
             Step::Flatten => LayerSpec::Flatten,
-            Step::Module(_) => return None,
+            Step::Embedding(_) | Step::MeanOverTime | Step::Module(_) => return None,
         });
     }
     let f32_only = layers

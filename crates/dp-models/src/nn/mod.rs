@@ -36,7 +36,8 @@
 //! * [`Sequential`] — DP layers in order; on the CPU a stack the fused executor runs
 //!   trains on it without naming it.
 //! * [`StateDict`] — public weights from a PyTorch `state_dict` (safetensors) by name.
-//! * [`ModuleClassifier`] — a module of DP layers as a classifier on a labelled dataset.
+//! * [`ModuleClassifier`] — a module of DP layers as a classifier on a labelled dataset,
+//!   trained on the fastest [`Executor`] that covers it.
 //! * [`PrivateNet`] — a network and its loss closure as a [`PrivateModel`](crate::PrivateModel)
 //!   for the DP engine.
 
@@ -47,6 +48,7 @@ mod contribution;
 mod conv1d;
 mod conv2d;
 mod embedding;
+mod executor;
 mod flat;
 mod fused_route;
 mod ghost;
@@ -61,6 +63,7 @@ mod probe;
 mod rms_norm;
 mod scale_shift;
 mod sequential;
+mod staged_route;
 mod state_dict;
 mod taps;
 mod transformer;
@@ -73,7 +76,7 @@ pub use contribution::{Contribution, Left, NormMethod};
 pub use conv1d::{conv1d, Conv1d};
 pub use conv2d::{conv2d, Conv2d};
 pub use embedding::{embedding, Embedding};
-pub(crate) use ghost::ghost_norms;
+pub use executor::Executor;
 pub use gradients::PrivateGradients;
 pub use group_norm::{group_norm, GroupNorm};
 pub use layer_norm::{layer_norm, LayerNorm};

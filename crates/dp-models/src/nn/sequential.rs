@@ -1,19 +1,24 @@
 //! A stack of DP layers applied in order, as `candle_nn::Sequential` is for its layers.
 //!
-//! Its steps are named (convolution, linear, activation, pooling, flatten), so the library
-//! can see the whole network: on the CPU, a [`ModuleClassifier`](super::ModuleClassifier)
-//! of a `Sequential` that the fused executor covers trains on it (one pass per sample
-//! computing gradient, norm, clip and clipped sum), with no tier to name. Any other
-//! module can be a step ([`Sequential::module`]); the network then takes the general path.
+//! Its steps are named (embedding, convolution, linear, activation, pooling, flatten, mean
+//! over time), so the library can see the whole network and a
+//! [`ModuleClassifier`](super::ModuleClassifier) of it picks the fastest
+//! [`Executor`](super::Executor) that covers it, with no tier to name: on the CPU the
+//! fused executor (one pass per sample computing gradient, norm, clip and clipped sum),
+//! else the staged executor (layer by layer, a direct backward without Candle's graph).
+//! Any other module can be a step ([`Sequential::module`]); the network then takes the
+//! general path.
 
 use candle_core::{Module, Tensor};
 
 use super::conv2d::Conv2d;
+use super::embedding::Embedding;
 use super::linear::Linear;
 use super::ops;
 
 /// One step of a [`Sequential`].
 pub(crate) enum Step {
+    Embedding(Embedding),
     Conv2d(Conv2d),
     Linear(Linear),
     Tanh,
@@ -21,6 +26,7 @@ pub(crate) enum Step {
     MaxPool { kernel: usize, stride: usize },
     AvgPool { kernel: usize, stride: usize },
     Flatten,
+    MeanOverTime,
     Module(Box<dyn Module + Send + Sync>),
 }
 
@@ -75,6 +81,12 @@ impl Sequential {
         self
     }
 
+    /// A DP embedding of token ids (B, T), given as integers or as the floats datasets
+    /// store them in: (B, T) → (B, T, D).
+    pub fn embedding(self, layer: Embedding) -> Self {
+        self.push(Step::Embedding(layer))
+    }
+
     /// A DP 2-D convolution.
     pub fn conv2d(self, layer: Conv2d) -> Self {
         self.push(Step::Conv2d(layer))
@@ -112,6 +124,12 @@ impl Sequential {
         self.push(Step::Flatten)
     }
 
+    /// The mean over the sequence: (B, T, D) → (B, D), padding included (as Keras's
+    /// `GlobalAveragePooling1D` without a mask).
+    pub fn mean_over_time(self) -> Self {
+        self.push(Step::MeanOverTime)
+    }
+
     /// Any other module (its DP layers still tapped); the network then trains on the
     /// general path.
     pub fn module<M: Module + Send + Sync + 'static>(self, module: M) -> Self {
@@ -145,6 +163,7 @@ impl Module for Sequential {
         };
         for step in &self.steps {
             x = match step {
+                Step::Embedding(layer) => layer.forward(&x)?,
                 Step::Conv2d(layer) => layer.forward(&x)?,
                 Step::Linear(layer) => layer.forward(&x)?,
                 Step::Tanh => ops::tanh(&x)?,
@@ -152,6 +171,7 @@ impl Module for Sequential {
                 Step::MaxPool { kernel, stride } => ops::max_pool2d(&x, *kernel, *stride)?,
                 Step::AvgPool { kernel, stride } => x.avg_pool2d_with_stride(*kernel, *stride)?,
                 Step::Flatten => x.flatten_from(1)?,
+                Step::MeanOverTime => x.mean(1)?,
                 Step::Module(module) => module.forward(&x)?,
             };
         }

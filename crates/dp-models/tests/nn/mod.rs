@@ -4,8 +4,8 @@
 //! differentiable ops against finite differences; the fail-closed checks.
 
 mod check;
+mod executors;
 mod fail_closed;
-mod fused_route;
 mod ghost;
 mod layers;
 mod loss;

@@ -292,26 +292,32 @@ fn library_transformer_decoder_with_tied_head() {
     check(&net, "library transformer");
 }
 
-/// The MNIST CNN from the DP layers on the general path and the fused tier, with the
-/// same weights: the same losses, per-example norms and clipped sums (tanh and ReLU, flat
-/// and per-layer).
+/// The MNIST CNN from the DP layers on the staged and general executors and the fused
+/// tier, with the same weights: the same losses, per-example norms and clipped sums (tanh
+/// and ReLU, flat and per-layer).
 #[test]
 fn mnist_cnn_from_dp_layers_agrees_with_the_fused_tier() {
     use dp_mechanisms::NoiseSource;
     use dp_models::fused::FusedModel;
     use dp_models::models::{mnist_cnn, mnist_cnn_nn, Activation};
+    use dp_models::nn::Executor;
     use dp_models::{Classifier, ClipRule};
-    for activation in [Activation::Tanh, Activation::Relu] {
+    for (activation, executor) in [
+        (Activation::Tanh, Executor::Staged),
+        (Activation::Tanh, Executor::General),
+        (Activation::Relu, Executor::Staged),
+        (Activation::Relu, Executor::General),
+    ] {
         let mut noise = NoiseSource::seeded(81);
         let fused =
             FusedModel::new(mnist_cnn(activation).expect("spec"), &mut noise).expect("fused");
         let net = mnist_cnn_nn(activation, &fused.to_torch().expect("torch")).expect("nn");
-        assert!(
-            net.is_fused(),
+        assert_eq!(
+            net.executor(),
+            Executor::Fused,
             "the DP-layer CNN takes the fused executor on the CPU"
         );
-        // The general path (the taps), against the fused tier.
-        let net = net.without_fused_executor();
+        let net = net.with_executor(executor).expect("covered");
         let x = random(82, &[6, 784], 0.5).affine(1.0, 0.5).expect("x");
         let labels = [0, 3, 5, 7, 9, 1];
         for rule in [
@@ -326,14 +332,14 @@ fn mnist_cnn_from_dp_layers_agrees_with_the_fused_tier() {
                 .expect("nn");
             assert!(
                 super::check::relative_error(&n.losses, &f.losses) < 1e-5,
-                "{activation:?} {rule:?} losses"
+                "{activation:?} {executor:?} {rule:?} losses"
             );
             // The DP layers' ghost norms are rigorous upper bounds (src/nn/ghost.rs).
             let (below, above) =
                 super::check::one_sided_error(&n.squared_norms, &f.squared_norms, 1e-12);
             assert!(
                 below < 1e-5 && above < super::check::GHOST_SLACK,
-                "{activation:?} {rule:?} norms: {below} below, {above} above"
+                "{activation:?} {executor:?} {rule:?} norms: {below} below, {above} above"
             );
             // Fused θ is in its own layout: compare layer by layer in PyTorch's.
             let torch = dp_models::fused::to_torch(fused.spec(), &f.sum);
@@ -360,7 +366,7 @@ fn mnist_cnn_from_dp_layers_agrees_with_the_fused_tier() {
                 let tolerance = super::check::GHOST_SLACK / 2.0;
                 assert!(
                     ew < tolerance && eb < tolerance,
-                    "{activation:?} {rule:?} {name}: weight {ew}, bias {eb}"
+                    "{activation:?} {executor:?} {rule:?} {name}: weight {ew}, bias {eb}"
                 );
             }
         }

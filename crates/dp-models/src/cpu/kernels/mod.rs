@@ -1,8 +1,8 @@
 //! Per-sample slice kernels of the fused executor: a bounds-checked single-threaded gemm,
 //! im2col and its adjoint on NHWC images, split-accumulator dot products, a polynomial
 //! tanh, and the runtime choice of the vector unit they are compiled for; with the
-//! `openblas` feature the gemm calls the system OpenBLAS where it can express the views. The autograd
-//! tier's custom ops reuse the gemm, the tanh and the sum of squares.
+//! `openblas` feature the gemm calls the system OpenBLAS where it can express the views. The staged
+//! executor's custom ops reuse the gemm, the tanh and the sum of squares.
 
 mod dot;
 mod gemm;

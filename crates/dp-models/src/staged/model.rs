@@ -1,36 +1,31 @@
-//! The sequential model of the autograd tier: its stages, options and forward.
+//! The sequential model of the staged executor: its stages, options and forward.
 
-use candle_core::{DType, Tensor, Var};
+use candle_core::{Tensor, Var};
 
-use super::fused::fused_network;
 use super::layer::DpLayer;
 use super::stage::{max_pool, Stage};
 use super::tape::{Tape, DEFAULT_KEPT_ROWS_LIMIT};
 use crate::cpu::{self, MaxPool, Tanh};
 use crate::error::{Error, Result};
-use crate::fused::FusedModel;
 
-/// A sequential model on the autograd tier.
-pub struct AutogradModel {
+/// A sequential model on the staged executor.
+pub struct StagedModel {
     pub(super) stages: Vec<Stage>,
     pub(super) portable: bool,
     pub(super) cpu_chunk: usize,
     pub(super) direct: bool,
     pub(super) rows_limit: usize,
-    /// The same network on the fused tier, where it covers every stage.
-    pub(super) fused: Option<FusedModel>,
 }
 
 /// Default most samples per private backward with the CPU ops: past ~256 MNIST-CNN
 /// samples the activations and kept per-sample rows of one backward outgrow the cache, and
-/// throughput per sample falls (`cargo xtask bench dp-sgd --tier autograd`, docs/training.md).
+/// throughput per sample falls (`cargo xtask bench dp-sgd --tier nn-staged`, docs/training.md).
 pub const DEFAULT_CPU_CHUNK: usize = 256;
 
-impl AutogradModel {
+impl StagedModel {
     /// From its stages.
     pub fn new(stages: Vec<Stage>) -> Self {
-        AutogradModel {
-            fused: fused_network(&stages),
+        StagedModel {
             stages,
             portable: false,
             cpu_chunk: DEFAULT_CPU_CHUNK,
@@ -43,6 +38,7 @@ impl AutogradModel {
     /// chunks of this size and their clipped sums added (clipping is per sample, so the
     /// result is the same up to float summation order; fixed chunks keep it bit-reproducible).
     /// Portable mode (and so CUDA) always takes the whole batch at once.
+    #[cfg(test)]
     pub fn with_cpu_chunk(mut self, samples: usize) -> Result<Self> {
         dp_accounting::validate::at_least_one("cpu_chunk", samples)?;
         self.cpu_chunk = samples;
@@ -52,15 +48,16 @@ impl AutogradModel {
     /// Candle's own ops only (the CUDA path), even on the CPU, where the tier otherwise
     /// uses its CPU custom ops (unfold, input-gradient-only matmuls, max-pool, tanh): the
     /// reference the custom ops are tested against.
+    #[cfg(test)]
     pub fn with_portable_ops(mut self) -> Self {
         self.portable = true;
-        self.fused = None;
         self
     }
 
     /// Most floats of per-sample gradients a layer may keep between its norm and
     /// clipped-sum passes (default [`DEFAULT_KEPT_ROWS_LIMIT`]); past it the norms are
     /// computed slice by slice and the clipped sum recomputes the gradients.
+    #[cfg(test)]
     pub fn with_kept_rows_limit(mut self, floats: usize) -> Self {
         self.rows_limit = floats;
         self
@@ -68,23 +65,10 @@ impl AutogradModel {
 
     /// Candle's backward through probes even where the direct CPU backward applies (the
     /// reference the direct backward is tested against).
+    #[cfg(test)]
     pub fn with_candle_backward(mut self) -> Self {
         self.direct = false;
-        self.fused = None;
         self
-    }
-
-    /// The stage path even where the fused tier covers the network (the reference the
-    /// fused path is tested against, and the tier `cargo xtask bench --tier autograd`
-    /// measures).
-    pub fn without_fused(mut self) -> Self {
-        self.fused = None;
-        self
-    }
-
-    /// Whether private gradients on the CPU run on the fused tier.
-    pub fn runs_fused(&self) -> bool {
-        self.fused.is_some()
     }
 
     pub(super) fn cpu_ops_apply(&self, t: &Tensor) -> bool {
@@ -103,12 +87,7 @@ impl AutogradModel {
     }
 
     pub(super) fn run(&self, x: &Tensor, mut tape: Option<&mut Tape>) -> Result<Tensor> {
-        let reads_ids = matches!(self.stages.first(), Some(Stage::Layer(l)) if l.takes_token_ids());
-        let mut a = if reads_ids && x.dtype() != DType::U32 {
-            x.to_dtype(DType::U32)?
-        } else {
-            x.clone()
-        };
+        let mut a = x.clone();
         for (i, stage) in self.stages.iter().enumerate() {
             if let Some(tape) = tape.as_deref_mut().filter(|t| t.direct) {
                 tape.stage_inputs.push(a.clone());
@@ -118,7 +97,6 @@ impl AutogradModel {
                 Stage::Tanh if self.cpu_ops_apply(&a) => a.contiguous()?.apply_op1(Tanh)?,
                 Stage::Tanh => a.tanh()?,
                 Stage::Relu => a.relu()?,
-                Stage::MeanOverTime => a.mean(1)?,
                 Stage::MaxPool { kernel, stride } if self.cpu_ops_apply(&a) => {
                     a.contiguous()?.apply_op1(MaxPool {
                         kernel: *kernel,
@@ -146,7 +124,7 @@ impl AutogradModel {
         match self.stages.get(index) {
             Some(Stage::Layer(l)) => Ok(l.as_ref()),
             _ => Err(Error::invalid_model(
-                "autograd model",
+                "staged executor",
                 format!("tape entry for stage {index}, which has no parameters"),
             )),
         }

@@ -1,16 +1,16 @@
-//! The private gradients of the autograd tier: per-layer norms, clip factors and clipped
+//! The private gradients of the staged executor: per-layer norms, clip factors and clipped
 //! sums from each layer's output gradient, checked to cover every parameter.
 
 use candle_core::Tensor;
 
-use super::model::AutogradModel;
+use super::model::StagedModel;
 use crate::error::{Error, Result};
 use crate::ClipRule;
 
-/// The result of a private backward on the autograd tier.
+/// The result of a private backward on the staged executor.
 #[derive(Debug)]
-pub struct AutogradGradients {
-    /// `Σᵢ cᵢ∇ᵢ`, one tensor per var of [`AutogradModel::vars`], in order.
+pub struct StagedGradients {
+    /// `Σᵢ cᵢ∇ᵢ`, one tensor per var of [`StagedModel::vars`], in order.
     pub clipped_sums: Vec<Tensor>,
     /// `‖∇ᵢ‖²` per example.
     pub squared_norms: Vec<f32>,
@@ -18,7 +18,7 @@ pub struct AutogradGradients {
     pub losses: Vec<f32>,
 }
 
-impl AutogradModel {
+impl StagedModel {
     /// Forward with taps, per-example cross-entropy, one backward, then per-layer norms,
     /// clip factors and clipped sums. **Fails closed**: every var must receive exactly
     /// one clipped sum of its own shape, or the call errors.
@@ -27,18 +27,18 @@ impl AutogradModel {
         x: &Tensor,
         labels: &[u32],
         rule: ClipRule,
-    ) -> Result<AutogradGradients> {
+    ) -> Result<StagedGradients> {
         let batch = x.dim(0)?;
         if batch != labels.len() {
             return Err(Error::invalid_model(
-                "autograd model",
+                "staged executor",
                 format!("{batch} examples but {} labels", labels.len()),
             ));
         }
         if !self.cpu_ops_apply(x) || batch <= self.cpu_chunk {
             return self.private_gradients_of_chunk(x, labels, rule);
         }
-        let mut total: Option<AutogradGradients> = None;
+        let mut total: Option<StagedGradients> = None;
         for start in (0..batch).step_by(self.cpu_chunk) {
             let len = self.cpu_chunk.min(batch - start);
             let part = self.private_gradients_of_chunk(
@@ -58,7 +58,7 @@ impl AutogradModel {
                 }
             });
         }
-        total.ok_or_else(|| Error::invalid_model("autograd model", "empty batch"))
+        total.ok_or_else(|| Error::invalid_model("staged executor", "empty batch"))
     }
 
     fn private_gradients_of_chunk(
@@ -66,7 +66,7 @@ impl AutogradModel {
         x: &Tensor,
         labels: &[u32],
         rule: ClipRule,
-    ) -> Result<AutogradGradients> {
+    ) -> Result<StagedGradients> {
         let (tape, losses, grad_outs) = self.layer_output_gradients(x, labels)?;
         // Per-layer squared norms (B,) of every tap, then the per-example total.
         let mut layer_norms = Vec::new();
@@ -79,7 +79,7 @@ impl AutogradModel {
         }
         if layer_norms.is_empty() {
             return Err(Error::invalid_model(
-                "autograd model",
+                "staged executor",
                 "the model has no parametric layer",
             ));
         }
@@ -102,7 +102,7 @@ impl AutogradModel {
             clipped_sums.extend(self.layer(entry.layer)?.clipped_sum(entry, &g, &factors)?);
         }
         self.check_clipped_sums(&clipped_sums)?;
-        Ok(AutogradGradients {
+        Ok(StagedGradients {
             clipped_sums,
             squared_norms: sq,
             losses,
@@ -114,7 +114,7 @@ impl AutogradModel {
         let vars = self.vars();
         if clipped_sums.len() != vars.len() {
             return Err(Error::invalid_model(
-                "autograd model",
+                "staged executor",
                 format!(
                     "refusing to step: {} of {} parameters have a clipped gradient",
                     clipped_sums.len(),
@@ -125,7 +125,7 @@ impl AutogradModel {
         for (i, (sum, var)) in clipped_sums.iter().zip(&vars).enumerate() {
             if sum.shape() != var.as_tensor().shape() {
                 return Err(Error::invalid_model(
-                    "autograd model",
+                    "staged executor",
                     format!(
                     "refusing to step: parameter {i} has shape {:?} but its clipped gradient {:?}",
                     var.as_tensor().shape(),
@@ -138,6 +138,7 @@ impl AutogradModel {
     }
 
     /// Materialised per-sample gradients, one (B, …) tensor per var (tests).
+    #[cfg(test)]
     pub fn per_sample_gradients(&self, x: &Tensor, labels: &[u32]) -> Result<Vec<Tensor>> {
         let (tape, _, grad_outs) = self.layer_output_gradients(x, labels)?;
         let mut out = Vec::new();

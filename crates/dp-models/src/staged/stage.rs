@@ -5,7 +5,7 @@ use candle_core::Tensor;
 use super::layer::DpLayer;
 use crate::error::{Error, Result};
 
-/// One stage of an [`AutogradModel`](super::AutogradModel).
+/// One stage of an [`StagedModel`](super::StagedModel).
 pub enum Stage {
     /// A parametric layer.
     Layer(Box<dyn DpLayer>),
@@ -13,8 +13,6 @@ pub enum Stage {
     Tanh,
     /// ReLU.
     Relu,
-    /// Mean over the sequence dimension: (B, T, D) → (B, D).
-    MeanOverTime,
     /// Max pooling on NCHW, any stride (through index_select windows, which have an
     /// exact backward; Candle's own pooling backward does not handle every geometry).
     MaxPool {

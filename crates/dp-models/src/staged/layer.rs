@@ -41,11 +41,6 @@ pub trait DpLayer: Send + Sync {
     fn fused_layer(&self) -> Option<LayerSpec> {
         None
     }
-    /// Whether the layer reads integer token ids (datasets store them as floats; the model
-    /// converts).
-    fn takes_token_ids(&self) -> bool {
-        false
-    }
 }
 
 /// `Σ ‖∇θ‖²` per example over a layer's materialised (B, …) per-sample gradients.

@@ -1,13 +1,16 @@
-//! The autograd tier: per-sample gradients against a per-example loop, agreement with the
-//! fused tier, and its fail-closed check.
+//! The staged executor's internals: its direct backward against Candle's backward
+//! through the probes, its CPU ops against Candle's own, its per-sample gradients against
+//! a per-example loop, agreement with the fused tier, and its fail-closed check. (Through
+//! `nn::ModuleClassifier`: tests/nn/executors.rs.)
 
 use candle_core::{Device, Tensor, Var};
 use dp_mechanisms::NoiseSource;
-use dp_models::autograd::{AutogradModel, DpLayer, Stage, Tape, TapeEntry};
-use dp_models::fused::FusedModel;
-use dp_models::models::{mlp, Activation};
-use dp_models::nn;
-use dp_models::ClipRule;
+
+use super::tape::{Tape, TapeEntry};
+use super::{DpLayer, Stage, StagedModel};
+use crate::fused::FusedModel;
+use crate::models::{mlp, mnist_cnn, Activation};
+use crate::{nn, Classifier, ClipRule};
 
 fn random(noise: &mut NoiseSource, shape: &[usize], scale: f64) -> Tensor {
     let n: usize = shape.iter().product();
@@ -18,23 +21,13 @@ fn random(noise: &mut NoiseSource, shape: &[usize], scale: f64) -> Tensor {
 }
 
 /// A fresh DP Linear layer with weight `w` (out, in) and bias `b` (out).
-fn dense(w: Tensor, b: Tensor) -> dp_models::Result<nn::Linear> {
+fn dense(w: Tensor, b: Tensor) -> crate::Result<nn::Linear> {
     let (out, inputs) = w.dims2()?;
     let vb =
         nn::DpVarBuilder::from_varmap(&candle_nn::VarMap::new(), &nn::Taps::new(), &Device::Cpu);
     let layer = nn::linear(inputs, out, vb)?;
     layer.weight().set(&w)?;
     layer.bias().expect("a bias").set(&b)?;
-    Ok(layer)
-}
-
-/// A fresh DP embedding with table `w` (V, D).
-fn table(w: Tensor) -> dp_models::Result<nn::Embedding> {
-    let (vocab, dim) = w.dims2()?;
-    let vb =
-        nn::DpVarBuilder::from_varmap(&candle_nn::VarMap::new(), &nn::Taps::new(), &Device::Cpu);
-    let layer = nn::embedding(vocab, dim, vb)?;
-    layer.embeddings().set(&w)?;
     Ok(layer)
 }
 
@@ -53,8 +46,8 @@ fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
 /// Two computations of one private backward agree within 1e-5: same batch size, losses,
 /// per-example norms and clipped sums.
 fn assert_same_gradients(
-    a: &dp_models::autograd::AutogradGradients,
-    b: &dp_models::autograd::AutogradGradients,
+    a: &super::gradients::StagedGradients,
+    b: &super::gradients::StagedGradients,
     what: &str,
 ) {
     assert_eq!(a.squared_norms.len(), b.squared_norms.len(), "{what}");
@@ -85,17 +78,16 @@ fn assert_same_per_sample(a: &[Tensor], b: &[Tensor], what: &str) {
     }
 }
 
-/// The autograd tier and the fused tier (same weights) give the same per-example losses,
+/// The staged executor and the fused tier (same weights) give the same per-example losses,
 /// squared norms and clipped sums, within 1e-5 relative.
 fn assert_tiers_agree(
     fused: &FusedModel,
-    auto: &AutogradModel,
+    auto: &StagedModel,
     x: &Tensor,
     labels: &[u32],
     rule: ClipRule,
     what: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use dp_models::Classifier;
     let a = auto.private_gradients(x, labels, rule)?;
     let f = fused.clipped_cross_entropy_gradient(x, labels, 10, rule)?;
     for (l, m) in a.losses.iter().zip(&f.losses) {
@@ -105,7 +97,7 @@ fn assert_tiers_agree(
         assert!((x - y).abs() <= 1e-5 * y, "{what}: norm {x} vs {y}");
     }
     // Fused θ is internal layout: compare through the PyTorch layout.
-    let fused_sum = dp_models::fused::to_torch(fused.spec(), &f.sum);
+    let fused_sum = crate::fused::to_torch(fused.spec(), &f.sum);
     for (i, layer) in fused_sum.iter().enumerate() {
         let (w, b) = layer.to_tensors(&Device::Cpu)?;
         let (ew, eb) = (
@@ -121,7 +113,7 @@ fn assert_tiers_agree(
 }
 
 /// Gradients of one example's loss w.r.t. every var, by plain autograd (no probes).
-fn per_example(model: &AutogradModel, x: &Tensor, y: u32) -> Vec<Tensor> {
+fn per_example(model: &StagedModel, x: &Tensor, y: u32) -> Vec<Tensor> {
     let logits = model.forward(x).expect("forward");
     let lsm = candle_nn::ops::log_softmax(&logits, 1).expect("lsm");
     let loss = lsm
@@ -142,35 +134,71 @@ fn per_example(model: &AutogradModel, x: &Tensor, y: u32) -> Vec<Tensor> {
         .collect()
 }
 
-fn embedding_model(noise: &mut NoiseSource) -> AutogradModel {
-    AutogradModel::new(vec![
-        Stage::Layer(Box::new(table(random(noise, &[20, 8], 1.0)).expect("emb"))),
-        Stage::Layer(Box::new(
-            dense(random(noise, &[8, 8], 0.5), random(noise, &[8], 0.5)).expect("lin"),
-        )),
-        Stage::Tanh,
-        Stage::MeanOverTime,
-        Stage::Layer(Box::new(
-            dense(random(noise, &[10, 8], 0.5), random(noise, &[10], 0.5)).expect("lin"),
-        )),
+/// The MNIST CNN of [`mnist_cnn`] as stages, from PyTorch-layout weights.
+fn mnist_cnn_stages(activation: Activation, torch: &[crate::fused::TorchLayer]) -> StagedModel {
+    let vb =
+        nn::DpVarBuilder::from_varmap(&candle_nn::VarMap::new(), &nn::Taps::new(), &Device::Cpu);
+    let conv = |stride, padding| candle_nn::Conv2dConfig {
+        stride,
+        padding,
+        ..Default::default()
+    };
+    let conv1 = nn::conv2d(1, 16, 8, conv(2, 2), vb.pp("conv1")).expect("conv1");
+    let conv2 = nn::conv2d(16, 32, 4, conv(2, 0), vb.pp("conv2")).expect("conv2");
+    let (fc1, fc2) = (
+        nn::linear(512, 32, vb.pp("fc1")).expect("fc1"),
+        nn::linear(32, 10, vb.pp("fc2")).expect("fc2"),
+    );
+    let vars = [
+        (conv1.weight(), conv1.bias()),
+        (conv2.weight(), conv2.bias()),
+        (fc1.weight(), fc1.bias()),
+        (fc2.weight(), fc2.bias()),
+    ];
+    for ((weight, bias), layer) in vars.into_iter().zip(torch) {
+        let (w, b) = layer.to_tensors(&Device::Cpu).expect("tensors");
+        weight.set(&w).expect("weight");
+        bias.expect("a bias").set(&b).expect("bias");
+    }
+    let act = || match activation {
+        Activation::Tanh => Stage::Tanh,
+        Activation::Relu => Stage::Relu,
+    };
+    let pool = || Stage::MaxPool {
+        kernel: 2,
+        stride: 1,
+    };
+    StagedModel::new(vec![
+        Stage::Image {
+            channels: 1,
+            height: 28,
+            width: 28,
+        },
+        Stage::Layer(Box::new(conv1)),
+        act(),
+        pool(),
+        Stage::Layer(Box::new(conv2)),
+        act(),
+        pool(),
+        Stage::Flatten,
+        Stage::Layer(Box::new(fc1)),
+        act(),
+        Stage::Layer(Box::new(fc2)),
     ])
 }
 
+/// The MNIST CNN's per-sample gradients on the direct backward against each example's
+/// own forward and backward; its norms and clipped sums against those gradients.
 #[test]
-fn embedding_and_sequence_linear_match_a_per_example_loop() -> Result<(), Box<dyn std::error::Error>>
-{
+fn the_mnist_cnn_matches_a_per_example_loop() -> Result<(), Box<dyn std::error::Error>> {
     let mut noise = NoiseSource::seeded(1);
-    let model = embedding_model(&mut noise);
-    // Repeated ids inside a sequence exercise the ghost norm's equal-id terms.
-    let ids = Tensor::from_vec(
-        vec![1u32, 3, 3, 7, 0, 0, 0, 5, 19, 2, 2, 2],
-        (3, 4),
-        &Device::Cpu,
-    )?;
+    let torch = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?.to_torch()?;
+    let model = mnist_cnn_stages(Activation::Tanh, &torch);
+    let x = random(&mut noise, &[3, 784], 1.0).affine(0.5, 0.5)?;
     let labels = [4u32, 0, 9];
-    let psg = model.per_sample_gradients(&ids, &labels)?;
+    let psg = model.per_sample_gradients(&x, &labels)?;
     for (i, &label) in labels.iter().enumerate() {
-        let want = per_example(&model, &ids.narrow(0, i, 1)?, label);
+        let want = per_example(&model, &x.narrow(0, i, 1)?, label);
         for (v, w) in want.iter().enumerate() {
             let got = psg[v].get(i)?;
             assert!(
@@ -180,15 +208,11 @@ fn embedding_and_sequence_linear_match_a_per_example_loop() -> Result<(), Box<dy
             );
         }
     }
-    // Norms and clipped sums agree with the materialised per-sample gradients.
     let clip = 0.3f32;
-    let out = model.private_gradients(
-        &ids,
-        &labels,
-        ClipRule::Flat {
-            max_norm: f64::from(clip),
-        },
-    )?;
+    let rule = ClipRule::Flat {
+        max_norm: f64::from(clip),
+    };
+    let out = model.private_gradients(&x, &labels, rule)?;
     for i in 0..3 {
         let sq: f32 = psg
             .iter()
@@ -218,7 +242,7 @@ fn embedding_and_sequence_linear_match_a_per_example_loop() -> Result<(), Box<dy
 /// The two tiers implement the same protocol: the same MLP gives the same per-sample
 /// norms and clipped sums on both.
 #[test]
-fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
+fn the_staged_and_fused_executors_agree() -> Result<(), Box<dyn std::error::Error>> {
     let spec = mlp(6, &[5], 10, Activation::Tanh)?;
     let fused = FusedModel::new(spec, &mut NoiseSource::seeded(2))?;
     let torch = fused.to_torch()?;
@@ -226,7 +250,7 @@ fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
         let (w, b) = torch[i].to_tensors(&Device::Cpu)?;
         Ok(Box::new(dense(w, b)?))
     };
-    let model = AutogradModel::new(vec![
+    let model = StagedModel::new(vec![
         Stage::Layer(linear(0)?),
         Stage::Tanh,
         Stage::Layer(linear(1)?),
@@ -270,28 +294,19 @@ fn autograd_and_fused_tiers_agree() -> Result<(), Box<dyn std::error::Error>> {
 fn a_parameter_left_out_of_clipping_fails_the_step() -> Result<(), Box<dyn std::error::Error>> {
     struct ForgetsBias(nn::Linear);
     impl DpLayer for ForgetsBias {
-        fn forward(
-            &self,
-            x: &Tensor,
-            tape: Option<(&mut Tape, usize)>,
-        ) -> dp_models::Result<Tensor> {
+        fn forward(&self, x: &Tensor, tape: Option<(&mut Tape, usize)>) -> crate::Result<Tensor> {
             self.0.forward(x, tape)
         }
         fn vars(&self) -> Vec<Var> {
             self.0.vars()
         }
-        fn squared_norms(&self, e: &TapeEntry, g: &Tensor) -> dp_models::Result<Tensor> {
+        fn squared_norms(&self, e: &TapeEntry, g: &Tensor) -> crate::Result<Tensor> {
             self.0.squared_norms(e, g)
         }
-        fn clipped_sum(
-            &self,
-            e: &TapeEntry,
-            g: &Tensor,
-            c: &Tensor,
-        ) -> dp_models::Result<Vec<Tensor>> {
+        fn clipped_sum(&self, e: &TapeEntry, g: &Tensor, c: &Tensor) -> crate::Result<Vec<Tensor>> {
             Ok(self.0.clipped_sum(e, g, c)?.into_iter().take(1).collect())
         }
-        fn per_sample_grads(&self, e: &TapeEntry, g: &Tensor) -> dp_models::Result<Vec<Tensor>> {
+        fn per_sample_grads(&self, e: &TapeEntry, g: &Tensor) -> crate::Result<Vec<Tensor>> {
             self.0.per_sample_grads(e, g)
         }
     }
@@ -300,7 +315,7 @@ fn a_parameter_left_out_of_clipping_fails_the_step() -> Result<(), Box<dyn std::
         random(&mut noise, &[10, 4], 0.5),
         random(&mut noise, &[10], 0.5),
     )?;
-    let model = AutogradModel::new(vec![Stage::Layer(Box::new(ForgetsBias(layer)))]);
+    let model = StagedModel::new(vec![Stage::Layer(Box::new(ForgetsBias(layer)))]);
     let x = random(&mut noise, &[3, 4], 1.0);
     let err = model
         .private_gradients(&x, &[1, 2, 3], ClipRule::Flat { max_norm: 1.0 })
@@ -312,12 +327,11 @@ fn a_parameter_left_out_of_clipping_fails_the_step() -> Result<(), Box<dyn std::
 /// Both tiers on the MNIST CNN (tanh and ReLU), same weights: same per-example norms and
 /// clipped sums.
 #[test]
-fn tiers_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
-    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
+fn both_executors_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
     for activation in [Activation::Tanh, Activation::Relu] {
         let mut noise = NoiseSource::seeded(31);
         let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-        let auto = mnist_cnn_autograd(activation, &fused.to_torch()?)?;
+        let auto = mnist_cnn_stages(activation, &fused.to_torch()?);
         let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![0, 3, 5, 7, 9, 1];
         let rule = ClipRule::Flat { max_norm: 0.5 };
@@ -338,12 +352,11 @@ fn tiers_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
 /// per-layer clipping, on both CNN variants.
 #[test]
 fn direct_backward_matches_candles_backward() -> Result<(), Box<dyn std::error::Error>> {
-    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
     for activation in [Activation::Tanh, Activation::Relu] {
         let mut noise = NoiseSource::seeded(33);
         let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-        let direct = mnist_cnn_autograd(activation, &fused.to_torch()?)?;
-        let candle = mnist_cnn_autograd(activation, &fused.to_torch()?)?.with_candle_backward();
+        let direct = mnist_cnn_stages(activation, &fused.to_torch()?);
+        let candle = mnist_cnn_stages(activation, &fused.to_torch()?).with_candle_backward();
         let x = random(&mut noise, &[7, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![1, 3, 5, 7, 9, 0, 2];
         for rule in [
@@ -369,12 +382,11 @@ fn direct_backward_matches_candles_backward() -> Result<(), Box<dyn std::error::
 /// time, clipped sums recomputed sample by sample) give what the kept rows give.
 #[test]
 fn norms_and_sums_without_kept_rows_match() -> Result<(), Box<dyn std::error::Error>> {
-    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
     let mut noise = NoiseSource::seeded(34);
     let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
-    let kept = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
+    let kept = mnist_cnn_stages(Activation::Tanh, &fused.to_torch()?);
     let recomputed =
-        mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?.with_kept_rows_limit(2_000);
+        mnist_cnn_stages(Activation::Tanh, &fused.to_torch()?).with_kept_rows_limit(2_000);
     let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
     let labels: Vec<u32> = vec![9, 8, 7, 6, 5, 4];
     let rule = ClipRule::Flat { max_norm: 0.5 };
@@ -391,12 +403,11 @@ fn norms_and_sums_without_kept_rows_match() -> Result<(), Box<dyn std::error::Er
 /// the batch split into CPU chunks of 2 (2 + 2 + 1 samples), against the whole batch.
 #[test]
 fn cpu_ops_match_candles_own_ops() -> Result<(), Box<dyn std::error::Error>> {
-    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
     for activation in [Activation::Tanh, Activation::Relu] {
         let mut noise = NoiseSource::seeded(32);
         let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-        let fast = mnist_cnn_autograd(activation, &fused.to_torch()?)?.with_cpu_chunk(2)?;
-        let portable = mnist_cnn_autograd(activation, &fused.to_torch()?)?.with_portable_ops();
+        let fast = mnist_cnn_stages(activation, &fused.to_torch()?).with_cpu_chunk(2)?;
+        let portable = mnist_cnn_stages(activation, &fused.to_torch()?).with_portable_ops();
         let x = random(&mut noise, &[5, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![2, 4, 6, 8, 0];
         let rule = ClipRule::Flat { max_norm: 0.5 };
@@ -411,90 +422,6 @@ fn cpu_ops_match_candles_own_ops() -> Result<(), Box<dyn std::error::Error>> {
             &portable.per_sample_gradients(&x, &labels)?,
             &format!("{activation:?}"),
         );
-    }
-    Ok(())
-}
-
-#[test]
-fn imdb_model_has_160306_parameters_and_matches_a_per_example_loop(
-) -> Result<(), Box<dyn std::error::Error>> {
-    let mut noise = NoiseSource::seeded(11);
-    let paper = dp_models::models::imdb_embedding_average(10_000, 16, 16, &mut noise)?;
-    assert_eq!(dp_models::PrivateModel::num_params(&paper), 160_306);
-    let model = dp_models::models::imdb_embedding_average(50, 4, 3, &mut noise)?;
-    let ids: Vec<f32> = (0..3 * 6).map(|i| ((i * 7 + 3) % 50) as f32).collect();
-    let x = Tensor::from_vec(ids, (3, 6), &Device::Cpu)?;
-    let labels = [0u32, 1, 1];
-    let batched = model.per_sample_gradients(&x, &labels)?;
-    for (i, &y) in labels.iter().enumerate() {
-        let single = per_example(&model, &x.narrow(0, i, 1)?, y);
-        for (b, s) in batched.iter().zip(&single) {
-            let err = relative_error(&b.get(i)?, s);
-            assert!(err < 1e-5, "example {i}: relative error {err}");
-        }
-    }
-    Ok(())
-}
-
-/// A label outside the classes, or a label count that does not match the batch, is a
-/// typed error on both tiers — never an index panic.
-#[test]
-fn bad_labels_are_errors_on_both_tiers() -> Result<(), Box<dyn std::error::Error>> {
-    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
-    use dp_models::Classifier;
-    let mut noise = NoiseSource::seeded(35);
-    let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
-    let auto = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?;
-    let x = random(&mut noise, &[3, 784], 1.0).affine(0.5, 0.5)?;
-    let rule = ClipRule::Flat { max_norm: 0.5 };
-    for labels in [vec![0, 10, 1], vec![0, 1]] {
-        assert!(fused
-            .clipped_cross_entropy_gradient(&x, &labels, 10, rule)
-            .is_err());
-        assert!(auto
-            .clipped_cross_entropy_gradient(&x, &labels, 10, rule)
-            .is_err());
-    }
-    let stages = mnist_cnn_autograd(Activation::Tanh, &fused.to_torch()?)?.without_fused();
-    assert!(stages
-        .clipped_cross_entropy_gradient(&x, &[0, 10, 1], 10, rule)
-        .is_err());
-    Ok(())
-}
-
-/// A sequential model of DP layers that the fused tier covers runs fused on the CPU,
-/// chosen at construction, and gives the stage path's clipped gradient in stage order —
-/// also after its weights change under it; one it does not cover keeps the stage path.
-#[test]
-fn the_fused_tier_is_chosen_where_it_covers_the_model() -> Result<(), Box<dyn std::error::Error>> {
-    use dp_models::models::{mnist_cnn, mnist_cnn_autograd};
-    use dp_models::{Classifier, PrivateModel};
-    let mut noise = NoiseSource::seeded(36);
-    let torch = FusedModel::new(mnist_cnn(Activation::Relu)?, &mut noise)?.to_torch()?;
-    let mut auto = mnist_cnn_autograd(Activation::Relu, &torch)?;
-    let mut stages = mnist_cnn_autograd(Activation::Relu, &torch)?.without_fused();
-    assert!(auto.runs_fused() && !stages.runs_fused());
-    assert!(!embedding_model(&mut noise).runs_fused());
-    let x = random(&mut noise, &[7, 784], 1.0).affine(0.5, 0.5)?;
-    let labels = [0, 1, 2, 3, 4, 5, 9];
-    for round in 0..2 {
-        for rule in [
-            ClipRule::Flat { max_norm: 0.5 },
-            ClipRule::PerLayer { max_norm: 0.5 },
-        ] {
-            let f = auto.clipped_cross_entropy_gradient(&x, &labels, 10, rule)?;
-            let s = stages.clipped_cross_entropy_gradient(&x, &labels, 10, rule)?;
-            let (f, s) = (
-                Tensor::new(f.sum.as_slice(), &Device::Cpu)?,
-                Tensor::new(s.sum.as_slice(), &Device::Cpu)?,
-            );
-            let err = relative_error(&f, &s);
-            assert!(err < 1e-5, "round {round} {rule:?}: {err}");
-        }
-        // New weights through the engine's seam: the fused θ follows them.
-        let theta: Vec<f32> = auto.parameters()?.iter().map(|v| v * 0.5 + 0.01).collect();
-        auto.set_parameters(&theta)?;
-        stages.set_parameters(&theta)?;
     }
     Ok(())
 }

@@ -3,20 +3,19 @@
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::model::AutogradModel;
+use super::model::StagedModel;
 use super::stage::Stage;
 use super::tape::Tape;
 use crate::cpu::{self, MaxPool};
 use crate::error::{Error, Result};
 
-impl AutogradModel {
+impl StagedModel {
     /// Whether the direct backward applies: CPU ops on, and every stage has a CPU backward
     /// of its own (parametric layers through [`DpLayer::input_gradient`](super::DpLayer::input_gradient)).
     fn direct_backward_applies(&self, x: &Tensor) -> bool {
         self.cpu_ops_apply(x)
             && self.stages.iter().all(|stage| match stage {
-                Stage::Layer(l) => l.has_input_gradient() && !l.takes_token_ids(),
-                Stage::MeanOverTime => false,
+                Stage::Layer(l) => l.has_input_gradient(),
                 Stage::Tanh
                 | Stage::Relu
                 | Stage::MaxPool { .. }
@@ -50,13 +49,13 @@ impl AutogradModel {
         for entry in &tape.entries {
             let probe = entry.probe.as_ref().ok_or_else(|| {
                 Error::invalid_model(
-                    "autograd model",
+                    "staged executor",
                     "a tape entry without a probe outside direct mode",
                 )
             })?;
             grad_outs.push(grads.get(probe.as_tensor()).cloned().ok_or_else(|| {
                 Error::invalid_model(
-                    "autograd model",
+                    "staged executor",
                     format!(
                         "stage {} received no gradient: it is not on the loss's path",
                         entry.layer
@@ -78,7 +77,7 @@ impl AutogradModel {
     ) -> Result<Vec<Tensor>> {
         if tape.stage_inputs.len() != self.stages.len() {
             return Err(Error::invalid_model(
-                "autograd model",
+                "staged executor",
                 "direct backward: the forward did not record every stage",
             ));
         }
@@ -87,7 +86,7 @@ impl AutogradModel {
             .iter()
             .position(|s| matches!(s, Stage::Layer(_)))
             .ok_or_else(|| {
-                Error::invalid_model("autograd model", "the model has no parametric layer")
+                Error::invalid_model("staged executor", "the model has no parametric layer")
             })?;
         let mut grad_outs: Vec<Option<Tensor>> = vec![None; tape.entries.len()];
         let mut g = dlogits;
@@ -102,7 +101,7 @@ impl AutogradModel {
                         .position(|e| e.layer == i)
                         .ok_or_else(|| {
                             Error::invalid_model(
-                                "autograd model",
+                                "staged executor",
                                 format!("stage {i} recorded no tape entry"),
                             )
                         })?;
@@ -124,12 +123,6 @@ impl AutogradModel {
                     &g,
                 )?,
                 Stage::Flatten | Stage::Image { .. } => g.reshape(input.shape())?,
-                Stage::MeanOverTime => {
-                    return Err(Error::invalid_model(
-                        "autograd model",
-                        "direct backward: mean over time has no CPU backward",
-                    ))
-                }
             };
         }
         grad_outs
@@ -138,7 +131,7 @@ impl AutogradModel {
             .map(|(slot, g)| {
                 g.ok_or_else(|| {
                     Error::invalid_model(
-                        "autograd model",
+                        "staged executor",
                         format!(
                             "stage {} received no gradient: it is not on the loss's path",
                             tape.entries[slot].layer
