@@ -51,7 +51,7 @@ fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R
 }
 
 /// `dW (N, K) = gᵀ (N × M) · x (M × K)`, parallel over blocks of W's rows.
-fn weight_gradient(g: &[f32], x: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+pub(super) fn weight_gradient(g: &[f32], x: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
     let mut dw = vec![0.0f32; n * k];
     if m == 0 || k == 0 {
         return dw;
@@ -74,6 +74,48 @@ fn weight_gradient(g: &[f32], x: &[f32], m: usize, n: usize, k: usize) -> Vec<f3
             matmul(rows, k, m, dst, k, false, lhs, rhs);
         });
     dw
+}
+
+/// `x (M × K) · wᵀ` (`w` N × K) when `rhs_transposed`, else `x · w` (`w` K × N), plus
+/// `bias` (N) on every row where given (the rows start from it: one pass, not two),
+/// parallel over blocks of rows.
+pub(super) fn rows_times(
+    x: &[f32],
+    w: &[f32],
+    (m, n, k): (usize, usize, usize),
+    rhs_transposed: bool,
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let rhs = if rhs_transposed {
+        Mat {
+            data: w,
+            row_stride: 1,
+            col_stride: k,
+        }
+    } else {
+        Mat {
+            data: w,
+            row_stride: n,
+            col_stride: 1,
+        }
+    };
+    let mut out = match bias {
+        Some(bias) => bias.repeat(m),
+        None => vec![0.0f32; m * n],
+    };
+    if n > 0 && k > 0 {
+        out.par_chunks_mut(ROWS_PER_TASK * n)
+            .zip(x.par_chunks(ROWS_PER_TASK * k))
+            .for_each(|(dst, rows)| {
+                let lhs = Mat {
+                    data: rows,
+                    row_stride: k,
+                    col_stride: 1,
+                };
+                matmul(dst.len() / n, n, k, dst, n, bias.is_some(), lhs, rhs);
+            });
+    }
+    out
 }
 
 impl CustomOp2 for Matmul {
@@ -103,32 +145,7 @@ impl CustomOp2 for Matmul {
             )));
         }
         let (x, w) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
-        let rhs = if self.rhs_transposed {
-            Mat {
-                data: w,
-                row_stride: 1,
-                col_stride: k,
-            }
-        } else {
-            Mat {
-                data: w,
-                row_stride: n,
-                col_stride: 1,
-            }
-        };
-        let mut out = vec![0.0f32; m * n];
-        if n > 0 && k > 0 {
-            out.par_chunks_mut(ROWS_PER_TASK * n)
-                .zip(x.par_chunks(ROWS_PER_TASK * k))
-                .for_each(|(dst, rows)| {
-                    let lhs = Mat {
-                        data: rows,
-                        row_stride: k,
-                        col_stride: 1,
-                    };
-                    matmul(dst.len() / n, n, k, dst, n, false, lhs, rhs);
-                });
-        }
+        let out = rows_times(x, w, (m, n, k), self.rhs_transposed, None);
         let mut shape = dims.to_vec();
         if let Some(last) = shape.last_mut() {
             *last = n;

@@ -89,8 +89,9 @@ impl Linear {
     }
 }
 
-/// `x Wᵀ + b` on (…, in). On the CPU the matmul is [`cpu::Matmul`] on every leading axis
-/// at once (no reshape nodes), with the weight's gradient only where it trains: with
+/// `x Wᵀ + b` on (…, in). On the CPU it is one op ([`cpu::Linear`], or [`cpu::Matmul`]
+/// without a bias) on every leading axis at once (no reshape nodes), with the
+/// parameters' gradients only where they train: with
 /// `constant_weight` (a private forward) Candle's matmul would also compute the weight's
 /// summed gradient, a gemm as large as the forward, that a private step never uses.
 /// Elsewhere `x` is flattened to rows, so that the weight is one 2-D matmul (no
@@ -106,6 +107,21 @@ fn affine(
 ) -> candle_core::Result<(Tensor, bool)> {
     // A constant weight on data (a first layer) is outside Candle's graph either way.
     let on_cpu = cpu::applies(x) && (!constant_weight || x.track_op());
+    match b {
+        // Matmul and bias in one op: one node of Candle's graph, one pass over the output.
+        Some(b) if on_cpu && cpu::applies(b) => {
+            let op = cpu::Linear {
+                parameter_gradients: !constant_weight,
+                catch: catch.cloned(),
+            };
+            let y = x
+                .contiguous()?
+                .apply_op3(&w.contiguous()?, &b.contiguous()?, op)?;
+            let caught = y.track_op() && catch.is_some();
+            return Ok((y, caught));
+        }
+        _ => {}
+    }
     let y = if on_cpu {
         let op = cpu::Matmul {
             catch: catch.filter(|_| b.is_none()).cloned(),

@@ -1,0 +1,145 @@
+//! A linear layer with bias on the CPU in one op: `x wᵀ + b` on rows of any rank, the rows
+//! started from the bias inside the GEMM. One node instead of a matmul and a bias: Candle's
+//! backward gives every node's input a zero tensor and an addition, and the bias node's
+//! forward is one more pass over the output.
+
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
+
+use super::matmul::{rows_times, weight_gradient, Matmul};
+use super::row_sums::row_sums;
+use super::{f32_slice, keep_gradient, storage_f32, GradientSlot};
+
+/// `x (…, K)`, `w (N, K)`, `b (N)` → `x wᵀ + b` (…, N). Backward: `x`'s gradient, and with
+/// `parameter_gradients` the weight's `gᵀ x` and the bias's column sums of `g` (without,
+/// both are constants: a private forward); the output's gradient is left in `catch`.
+pub(crate) struct Linear {
+    pub parameter_gradients: bool,
+    pub catch: Option<GradientSlot>,
+}
+
+impl CustomOp3 for Linear {
+    fn name(&self) -> &'static str {
+        "dp-linear"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let dims = l1.shape().dims();
+        let k = dims.last().copied().unwrap_or(0);
+        let m = l1.shape().elem_count().checked_div(k).unwrap_or(0);
+        let (n, k2) = l2.shape().dims2()?;
+        let bias = f32_slice(s3, l3)?;
+        if k != k2 || dims.is_empty() || bias.len() != n {
+            return Err(candle_core::Error::Msg(format!(
+                "linear: {dims:?} · {:?}ᵀ + {:?}",
+                l2.shape().dims(),
+                l3.shape().dims()
+            )));
+        }
+        let (x, w) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
+        let out = rows_times(x, w, (m, n, k), true, Some(bias));
+        let mut shape = dims.to_vec();
+        if let Some(last) = shape.last_mut() {
+            *last = n;
+        }
+        Ok((CpuStorage::F32(out), Shape::from(shape)))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        keep_gradient(self.catch.as_ref(), grad_res);
+        let grad = grad_res.contiguous()?;
+        let dx = grad.apply_op2_no_bwd(&w.contiguous()?, &Matmul::input_gradient())?;
+        if !self.parameter_gradients {
+            return Ok((Some(dx), None, None));
+        }
+        let (n, k) = w.dims2()?;
+        let m = x.elem_count() / k.max(1);
+        let x = x.contiguous()?;
+        let dw = {
+            let (gs, gl) = grad.storage_and_layout();
+            let (xs, xl) = x.storage_and_layout();
+            weight_gradient(storage_f32(&gs, gl)?, storage_f32(&xs, xl)?, m, n, k)
+        };
+        let db = row_sums(&grad.reshape((1, (), n))?)?.reshape(b.shape())?;
+        Ok((
+            Some(dx),
+            Some(Tensor::from_vec(dw, (n, k), w.device())?),
+            Some(db),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor, Var};
+
+    use super::Linear;
+
+    /// On rows of rank 3, the values and all three gradients equal Candle's matmul and
+    /// broadcast add's; the output's gradient is caught.
+    #[test]
+    fn a_trainable_linear_equals_candles_matmul_and_bias() {
+        let (b, t, k, n) = (3, 5, 7, 4);
+        let values = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| (((i + seed) * 37 % 97) as f32 - 48.0) / 31.0)
+                .collect()
+        };
+        let x = Var::from_vec(values(b * t * k, 1), (b, t, k), &Device::Cpu).expect("x");
+        let w = Var::from_vec(values(n * k, 2), (n, k), &Device::Cpu).expect("w");
+        let bias = Var::from_vec(values(n, 3), n, &Device::Cpu).expect("b");
+        let g = Tensor::from_vec(values(b * t * n, 4), (b, t, n), &Device::Cpu).expect("g");
+        let slot = super::GradientSlot::default();
+        let op = Linear {
+            parameter_gradients: true,
+            catch: Some(slot.clone()),
+        };
+        let ours = x
+            .as_tensor()
+            .apply_op3(w.as_tensor(), bias.as_tensor(), op)
+            .expect("ours");
+        let theirs = x
+            .as_tensor()
+            .reshape((b * t, k))
+            .and_then(|r| r.matmul(&w.as_tensor().t()?))
+            .and_then(|r| r.broadcast_add(bias.as_tensor()))
+            .and_then(|r| r.reshape((b, t, n)))
+            .expect("candle");
+        let host =
+            |t: &Tensor| -> Vec<f32> { t.flatten_all().and_then(|t| t.to_vec1()).expect("host") };
+        let close = |a: &[f32], b: &[f32]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5)
+        };
+        assert!(close(&host(&ours), &host(&theirs)), "values");
+        let grads = |y: &Tensor| {
+            (y * &g)
+                .and_then(|l| l.sum_all())
+                .and_then(|l| l.backward())
+                .expect("backward")
+        };
+        let (a, c) = (grads(&ours), grads(&theirs));
+        for v in [&x, &w, &bias] {
+            let (ga, gc) = (
+                a.get(v.as_tensor()).expect("ours"),
+                c.get(v.as_tensor()).expect("candle"),
+            );
+            assert!(close(&host(ga), &host(gc)), "gradient");
+        }
+        let caught = slot.lock().expect("slot").take().expect("caught");
+        assert!(close(&host(&caught), &host(&g)), "caught gradient");
+    }
+}
