@@ -114,6 +114,9 @@ impl Contribution {
                 let (_, k, out) = left.rows()?;
                 let r = right.reshape((b * k, ()))?;
                 match left {
+                    Left::Dense(l) if crate::cpu::applies(l) && crate::cpu::applies(right) => {
+                        crate::cpu::clipped_outer_sum(l, right, &factors.to_vec1::<f32>()?)?
+                    }
                     Left::Dense(l) => {
                         let scaled = l.broadcast_mul(&factors.reshape((b, 1, 1))?)?;
                         scaled.reshape((b * k, out))?.t()?.matmul(&r)?
