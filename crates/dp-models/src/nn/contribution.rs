@@ -174,7 +174,7 @@ fn zero_rows(t: &Tensor, keep: &Tensor) -> Result<Tensor> {
 }
 
 /// The per-sample gradients of one parameter of `shape` from all its contributions.
-pub(super) fn per_sample(contributions: &[Contribution], shape: &Shape) -> Result<Tensor> {
+pub(crate) fn per_sample(contributions: &[Contribution], shape: &Shape) -> Result<Tensor> {
     let mut total: Option<Tensor> = None;
     for c in contributions {
         let g = c.per_sample(shape)?;
@@ -193,16 +193,16 @@ pub(super) const KEPT_PER_SAMPLE_BUDGET: usize = 32 << 20;
 
 /// The squared norms of one parameter's per-sample gradients, and those gradients (B, P)
 /// where they were materialised and are small enough to keep for the clipped sum.
-pub(super) struct Norms {
+pub(crate) struct Norms {
     /// `‖∇ᵢ‖²` (B,).
-    pub(super) squared: Tensor,
+    pub(crate) squared: Tensor,
     /// The materialised per-sample gradients, flattened to (B, P).
     pub(super) kept: Option<Tensor>,
 }
 
 /// `‖∇ᵢ‖²` (B,) of one parameter of `shape`, by ghost norms or materialisation; the
 /// materialised gradients are kept when they fit in `keep_budget` floats.
-pub(super) fn squared_norms(
+pub(crate) fn squared_norms(
     contributions: &[Contribution],
     shape: &Shape,
     method: NormMethod,
@@ -260,7 +260,7 @@ fn ghost_is_cheaper(outers: &[(&Left, &Tensor)]) -> Result<bool> {
 /// `Σᵢ cᵢ ∇ᵢ` of one parameter from its kept per-sample gradients (B, P) — one
 /// weighted row sum — or else from all its contributions; the examples where `keep` is 0
 /// are removed first.
-pub(super) fn clipped_sum(
+pub(crate) fn clipped_sum(
     contributions: &[Contribution],
     kept: Option<&Tensor>,
     factors: &Tensor,

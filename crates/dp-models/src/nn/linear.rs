@@ -155,6 +155,34 @@ fn affine(
     }
 }
 
+/// The per-sample gradient rule of a Linear layer, the one every executor uses: for the
+/// output gradients `grad` (B, …, out) of one use on `input` (B, …, in), the weight's
+/// `Σₖ gₖ ⊗ aₖ` and the bias's `Σₖ gₖ`.
+pub(crate) fn contributions(
+    weight: &Var,
+    bias: Option<&Var>,
+    input: &Tensor,
+    grad: &Tensor,
+) -> Result<Vec<(Var, Contribution)>> {
+    let batch = grad.dim(0)?;
+    let out = weight.as_tensor().dim(0)?;
+    let left = grad.reshape((batch, (), out))?;
+    let right = input.reshape((batch, (), input.dim(candle_core::D::Minus1)?))?;
+    // The bias's per-sample gradients are the summed output gradients: (B, out), as small
+    // as the parameter, so materialised.
+    let bias = match bias {
+        Some(b) => Some((b.clone(), Contribution::PerSample(sum_positions(&left)?))),
+        None => None,
+    };
+    let weight_contribution = Contribution::Outer {
+        left: Left::Dense(left),
+        right,
+    };
+    Ok(std::iter::once((weight.clone(), weight_contribution))
+        .chain(bias)
+        .collect())
+}
+
 /// (B, K, out) → (B, out): each example's output gradients summed over its positions.
 fn sum_positions(left: &Tensor) -> candle_core::Result<Tensor> {
     if cpu::applies(left) {
@@ -177,24 +205,8 @@ impl Module for Linear {
         let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
         let slot = cpu::GradientSlot::default();
         let (y, caught) = affine(x, &w, b.as_ref(), true, Some(&slot))?;
-        let (weight_var, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
-        let resolve = move |grad: &Tensor| {
-            let batch = grad.dim(0)?;
-            let out = weight_var.as_tensor().dim(0)?;
-            let left = grad.reshape((batch, (), out))?;
-            let right = input.reshape((batch, (), input.dim(candle_core::D::Minus1)?))?;
-            // The bias's per-sample gradients are the summed output gradients: (B, out),
-            // as small as the parameter, so materialised.
-            let bias = match bias {
-                Some(b) => Some((b, Contribution::PerSample(sum_positions(&left)?))),
-                None => None,
-            };
-            let weight = Contribution::Outer {
-                left: Left::Dense(left),
-                right,
-            };
-            Ok(std::iter::once((weight_var, weight)).chain(bias).collect())
-        };
+        let (weight, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
+        let resolve = move |grad: &Tensor| contributions(&weight, bias.as_ref(), &input, grad);
         if caught {
             return Ok(self.taps.tap_caught(y, slot, resolve));
         }

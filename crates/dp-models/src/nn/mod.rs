@@ -72,6 +72,7 @@ mod var_builder;
 
 pub use attention::MultiHeadAttention;
 pub use classifier::ModuleClassifier;
+pub(crate) use contribution::{clipped_sum, per_sample, squared_norms};
 pub use contribution::{Contribution, Left, NormMethod};
 pub use conv1d::{conv1d, Conv1d};
 pub use conv2d::{conv2d, Conv2d};
@@ -80,6 +81,7 @@ pub use executor::Executor;
 pub use gradients::PrivateGradients;
 pub use group_norm::{group_norm, GroupNorm};
 pub use layer_norm::{layer_norm, LayerNorm};
+pub(crate) use linear::contributions as linear_contributions;
 pub use linear::{linear, linear_no_bias, Linear};
 pub use private_net::PrivateNet;
 pub use rms_norm::{rms_norm, RmsNorm};

@@ -1,21 +1,21 @@
-//! The DP fully connected layer ([`nn::Linear`]) as a stage of the sequential tier.
+//! The DP fully connected layer ([`nn::Linear`]) as a stage of the staged executor.
 
 use candle_core::{Tensor, Var};
 
-use super::layer::{materialised_squared_norms, DpLayer};
+use super::layer::DpLayer;
 use super::tape::{tap, Tape, TapeEntry};
 use crate::cpu::{self, Matmul};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fused::LayerSpec;
 use crate::nn;
 
-/// Treats (B, in) as (B, 1, in) so one code path serves both.
-fn as_sequence(t: &Tensor) -> Result<Tensor> {
-    Ok(if t.rank() == 2 {
-        t.unsqueeze(1)?
-    } else {
-        t.clone()
-    })
+/// The layer's contributions for one recorded use: nn::Linear's own per-sample rule.
+fn contributions(
+    layer: &nn::Linear,
+    entry: &TapeEntry,
+    grad_out: &Tensor,
+) -> Result<Vec<(Var, nn::Contribution)>> {
+    nn::linear_contributions(layer.weight(), layer.bias(), &entry.input, grad_out)
 }
 
 impl DpLayer for nn::Linear {
@@ -46,16 +46,19 @@ impl DpLayer for nn::Linear {
             .collect()
     }
 
+    // The per-sample rule is nn::Linear's own (`nn::linear_contributions`); norms and
+    // clipped sums are the DP layers' (`nn::squared_norms`, `nn::clipped_sum`).
     fn squared_norms(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Tensor> {
-        if entry.input.rank() == 2 {
-            // Ghost norm (Goodfellow 2015): ‖g‖²·(‖a‖² + 1) for a single token (+ 1: the
-            // bias).
-            let g2 = grad_out.sqr()?.sum(1)?;
-            let bias = if self.bias().is_some() { 1.0 } else { 0.0 };
-            let a2 = (entry.input.sqr()?.sum(1)? + bias)?;
-            return Ok((g2 * a2)?);
+        let mut total: Option<Tensor> = None;
+        for (var, c) in contributions(self, entry, grad_out)? {
+            let shape = var.as_tensor().shape();
+            let sq = nn::squared_norms(&[c], shape, nn::NormMethod::Auto, 0)?.squared;
+            total = Some(match total {
+                None => sq,
+                Some(t) => (t + sq)?,
+            });
         }
-        materialised_squared_norms(&self.per_sample_grads(entry, grad_out)?)
+        total.ok_or_else(|| Error::invalid_model("Linear", "a layer without parameters"))
     }
 
     fn clipped_sum(
@@ -64,28 +67,17 @@ impl DpLayer for nn::Linear {
         grad_out: &Tensor,
         factors: &Tensor,
     ) -> Result<Vec<Tensor>> {
-        let g = as_sequence(grad_out)?;
-        let a = as_sequence(&entry.input)?;
-        let (b, t, out) = g.dims3()?;
-        let gc = g
-            .broadcast_mul(&factors.reshape((b, 1, 1))?)?
-            .reshape((b * t, out))?;
-        let a = a.reshape((b * t, ()))?;
-        let weight = gc.t()?.matmul(&a)?;
-        Ok(match self.bias() {
-            Some(_) => vec![weight, gc.sum(0)?],
-            None => vec![weight],
-        })
+        contributions(self, entry, grad_out)?
+            .into_iter()
+            .map(|(var, c)| nn::clipped_sum(&[c], None, factors, None, var.as_tensor().shape()))
+            .collect()
     }
 
     fn per_sample_grads(&self, entry: &TapeEntry, grad_out: &Tensor) -> Result<Vec<Tensor>> {
-        let g = as_sequence(grad_out)?;
-        let a = as_sequence(&entry.input)?;
-        let weight = g.transpose(1, 2)?.contiguous()?.matmul(&a.contiguous()?)?;
-        Ok(match self.bias() {
-            Some(_) => vec![weight, g.sum(1)?],
-            None => vec![weight],
-        })
+        contributions(self, entry, grad_out)?
+            .into_iter()
+            .map(|(var, c)| nn::per_sample(&[c], var.as_tensor().shape()))
+            .collect()
     }
 
     fn fused_layer(&self) -> Option<LayerSpec> {

@@ -31,6 +31,19 @@ fn dense(w: Tensor, b: Tensor) -> crate::Result<nn::Linear> {
     Ok(layer)
 }
 
+/// The most a Linear's ghost norm (a rigorous upper bound, `nn::ghost`) may exceed the
+/// exact one, relative: the rounding slack of the bound on these shapes.
+const GHOST_SLACK: f32 = 5e-4;
+
+/// The tolerance of clipped sums whose clip factors come from such bounds.
+const CLIPPED_SLACK: f32 = GHOST_SLACK / 2.0 + 1e-5;
+
+/// `got` is a squared norm at least `exact` (within f32 rounding) and above it by no more
+/// than the slack.
+fn within_the_ghost_bound(got: f32, exact: f32) -> bool {
+    got >= exact * (1.0 - 1e-5) && got <= exact * (1.0 + GHOST_SLACK) + 1e-12
+}
+
 fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
     let (a, b): (Vec<f32>, Vec<f32>) = (
         a.flatten_all().and_then(|t| t.to_vec1()).expect("a"),
@@ -94,7 +107,7 @@ fn assert_tiers_agree(
         assert!((l - m).abs() < 1e-5, "{what}: loss {l} vs {m}");
     }
     for (x, y) in a.squared_norms.iter().zip(&f.squared_norms) {
-        assert!((x - y).abs() <= 1e-5 * y, "{what}: norm {x} vs {y}");
+        assert!(within_the_ghost_bound(*x, *y), "{what}: norm {x} vs {y}");
     }
     // Fused θ is internal layout: compare through the PyTorch layout.
     let fused_sum = crate::fused::to_torch(fused.spec(), &f.sum);
@@ -105,7 +118,7 @@ fn assert_tiers_agree(
             relative_error(&a.clipped_sums[2 * i + 1], &b),
         );
         assert!(
-            ew < 1e-5 && eb < 1e-5,
+            ew < CLIPPED_SLACK && eb < CLIPPED_SLACK,
             "{what}: layer {i} weight error {ew}, bias error {eb}"
         );
     }
@@ -223,7 +236,7 @@ fn the_mnist_cnn_matches_a_per_example_loop() -> Result<(), Box<dyn std::error::
             })
             .sum();
         assert!(
-            (out.squared_norms[i] - sq).abs() <= 1e-5 * sq.max(1e-6),
+            within_the_ghost_bound(out.squared_norms[i], sq),
             "norm {i}: {} vs {sq}",
             out.squared_norms[i]
         );

@@ -11,7 +11,7 @@ use candle_nn::Conv2dConfig;
 use dp_models::nn::{self, Executor, ModuleClassifier, Sequential};
 use dp_models::{Classifier, ClipRule};
 
-use super::check::{builder, random, relative_error, GHOST_SLACK};
+use super::check::{builder, one_sided_error, random, relative_error, GHOST_SLACK};
 
 fn conv(stride: usize, padding: usize) -> Conv2dConfig {
     Conv2dConfig {
@@ -270,20 +270,22 @@ fn every_executor_gives_the_same_clipped_gradient() {
                 relative_error(&staged.losses, &fused.losses) < 1e-5,
                 "{what}"
             );
-            assert!(
-                relative_error(&staged.squared_norms, &fused.squared_norms) < 1e-5,
-                "{what} norms"
-            );
-            assert!(
-                relative_error(&staged.sum, &fused.sum) < 1e-5,
-                "{what} sums"
-            );
-            // The general path's ghost norms are upper bounds (src/nn/ghost.rs).
-            let tolerance = GHOST_SLACK / 2.0 + 1e-5;
-            assert!(
-                relative_error(&general.sum, &fused.sum) < tolerance,
-                "{what}"
-            );
+            // The staged and general executors' ghost norms are rigorous upper bounds
+            // (src/nn/ghost.rs): never below the fused executor's exact norms, above by
+            // the rounding slack only; clip factors differ by at most half of it.
+            for (name, other) in [("staged", staged), ("general", general)] {
+                let (below, above) =
+                    one_sided_error(&other.squared_norms, &fused.squared_norms, 1e-12);
+                assert!(
+                    below < 1e-5 && above < GHOST_SLACK,
+                    "{what} {name} norms: {below} below, {above} above"
+                );
+                let tolerance = GHOST_SLACK / 2.0 + 1e-5;
+                assert!(
+                    relative_error(&other.sum, &fused.sum) < tolerance,
+                    "{what} {name}"
+                );
+            }
         }
         let theta: Vec<f32> = models[0]
             .parameters()
