@@ -34,7 +34,6 @@ mod training_data;
 pub use clip_rule::ClipRule;
 pub use error::{Error, Result, Searched};
 pub use private_model::{
-    clipped_gradient_of_batch, Classifier, ClippedGradient, DeviceClippedGradient, PrivateModel,
-    SparsePrivateModel,
+    clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel, SparsePrivateModel,
 };
 pub use training_data::TrainingData;

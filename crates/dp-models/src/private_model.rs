@@ -6,6 +6,7 @@ use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::fused::FusedModel;
 use crate::loss::{check_labels, cross_entropy};
+use crate::nn::PrivateGradients;
 use crate::staged::StagedModel;
 use crate::training_data::TrainingData;
 use crate::ClipRule;
@@ -18,18 +19,6 @@ pub struct ClippedGradient {
     /// `‖∇ℓᵢ‖²` per example (NaN where not finite; such examples got `cᵢ = 0`).
     pub squared_norms: Vec<f32>,
     /// Per-example cross-entropy.
-    pub losses: Vec<f32>,
-}
-
-/// The clipped gradient of one batch, kept on the model's device: one tensor per
-/// [`PrivateModel::device_parameters`] variable, in order.
-#[derive(Clone, Debug)]
-pub struct DeviceClippedGradient {
-    /// `Σᵢ cᵢ∇ℓᵢ` per parameter tensor.
-    pub sums: Vec<Tensor>,
-    /// `‖∇ℓᵢ‖²` per example (host).
-    pub squared_norms: Vec<f32>,
-    /// Per-example losses (host).
     pub losses: Vec<f32>,
 }
 
@@ -72,15 +61,15 @@ pub trait PrivateModel {
         None
     }
 
-    /// [`clipped_gradient`](Self::clipped_gradient) on the device, one sum per
-    /// [`device_parameters`](Self::device_parameters) variable. Only called on models
-    /// that return some.
+    /// [`clipped_gradient`](Self::clipped_gradient) on the device: the DP layers' own
+    /// result, one sum per [`device_parameters`](Self::device_parameters) variable, in
+    /// order. Only called on models that return some.
     fn clipped_gradient_on_device(
         &self,
         data: &Self::Data,
         batch: &[usize],
         rule: ClipRule,
-    ) -> Result<DeviceClippedGradient> {
+    ) -> Result<PrivateGradients> {
         let _ = (data, batch, rule);
         Err(Error::invalid_model(
             "model",

@@ -10,9 +10,7 @@ use super::loss;
 use super::taps::Taps;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::private_model::{
-    clipped_gradient_of_batch, Classifier, ClippedGradient, DeviceClippedGradient, PrivateModel,
-};
+use crate::private_model::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
 use crate::ClipRule;
 
 /// A module of DP layers that maps a batch of flat examples (B, example size) to logits
@@ -136,10 +134,9 @@ impl<M: Module + 'static> PrivateModel for ModuleClassifier<M> {
         data: &Dataset,
         batch: &[usize],
         rule: ClipRule,
-    ) -> Result<DeviceClippedGradient> {
+    ) -> Result<PrivateGradients> {
         let (x, labels) = data.gather(batch)?;
-        self.private_gradients(&x, &labels, data.classes, rule)?
-            .into_device()
+        self.private_gradients(&x, &labels, data.classes, rule)
     }
 }
 

@@ -6,7 +6,7 @@ use candle_core::Var;
 use super::gradients::PrivateGradients;
 use super::taps::Taps;
 use crate::error::Result;
-use crate::private_model::{ClippedGradient, DeviceClippedGradient};
+use crate::private_model::ClippedGradient;
 
 impl Taps {
     /// The number of parameters.
@@ -49,15 +49,6 @@ impl PrivateGradients {
             sum: crate::flat::flatten(self.clipped_sums.iter().map(|(_, t)| t))?,
             squared_norms: self.squared_norms.to_vec1()?,
             losses: self.losses.to_vec1()?,
-        })
-    }
-
-    /// As the engine's device path takes it: one sum per parameter, left on its device.
-    pub fn into_device(self) -> Result<DeviceClippedGradient> {
-        Ok(DeviceClippedGradient {
-            squared_norms: self.squared_norms.to_vec1()?,
-            losses: self.losses.to_vec1()?,
-            sums: self.clipped_sums.into_iter().map(|(_, t)| t).collect(),
         })
     }
 }

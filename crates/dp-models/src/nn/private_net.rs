@@ -10,7 +10,7 @@ use super::contribution::NormMethod;
 use super::gradients::PrivateGradients;
 use super::taps::Taps;
 use crate::error::{Error, Result};
-use crate::private_model::{ClippedGradient, DeviceClippedGradient, PrivateModel};
+use crate::private_model::{ClippedGradient, PrivateModel};
 use crate::training_data::TrainingData;
 use crate::ClipRule;
 
@@ -155,7 +155,7 @@ where
         data: &D,
         batch: &[usize],
         rule: ClipRule,
-    ) -> Result<DeviceClippedGradient> {
-        self.private_gradients(data, batch, rule)?.into_device()
+    ) -> Result<PrivateGradients> {
+        self.private_gradients(data, batch, rule)
     }
 }

@@ -268,12 +268,12 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             let clipped = self
                 .model
                 .clipped_gradient_on_device(data, slice, applied)?;
-            let covered = clipped.sums.len() == vars.len()
+            let covered = clipped.clipped_sums.len() == vars.len()
                 && clipped
-                    .sums
+                    .clipped_sums
                     .iter()
                     .zip(&vars)
-                    .all(|(s, v)| s.shape() == v.as_tensor().shape());
+                    .all(|((_, s), v)| s.shape() == v.as_tensor().shape());
             if !covered {
                 return Err(Error::UnprotectedParameter(format!(
                     "the model's clipped sums do not cover its {} parameter tensors",
@@ -282,11 +282,13 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             }
             nonfinite += clipped
                 .squared_norms
+                .to_vec1::<f32>()?
                 .iter()
                 .filter(|v| !v.is_finite())
                 .count();
-            loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
-            let part = Gradient::Device(clipped.sums);
+            let losses = clipped.losses.to_vec1::<f32>()?;
+            loss_sum += losses.iter().map(|&l| f64::from(l)).sum::<f64>();
+            let part = Gradient::Device(clipped.clipped_sums.into_iter().map(|(_, s)| s).collect());
             match &mut sum {
                 None => sum = Some(part),
                 Some(total) => total.accumulate(part)?,
