@@ -28,6 +28,23 @@ pub enum Executor {
     General,
 }
 
+/// Fails closed where the taps' parameters are no longer the ones a route was planned
+/// for (a layer registered after the model was built would get no clipped gradient from
+/// it, and the flat sums would not match θ).
+pub(crate) fn check_unchanged(taps: &Taps, num_params: usize, tensors: usize) -> Result<()> {
+    if taps.num_params() != num_params || taps.params().len() != tensors {
+        return Err(Error::invalid_model(
+            "executor",
+            format!(
+                "the taps hold {} parameters in {} tensors, the executor was planned for {num_params} in {tensors}: build the model again after adding layers",
+                taps.num_params(),
+                taps.params().len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A planned executor.
 pub(crate) enum Route {
     Fused(FusedRoute),

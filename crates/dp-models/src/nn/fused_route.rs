@@ -82,6 +82,7 @@ impl FusedRoute {
 
     /// Logits of flat inputs `x` at the taps' θ.
     pub(crate) fn logits(&self, taps: &Taps, x: &Tensor) -> Result<Vec<f32>> {
+        super::executor::check_unchanged(taps, self.num_params, 2 * self.slots.len())?;
         self.load(&taps.flat_parameters()?)?;
         self.model.logits(x)
     }
@@ -100,6 +101,7 @@ impl FusedRoute {
         for varmap in taps.varmaps() {
             taps.check_covers(&varmap)?;
         }
+        super::executor::check_unchanged(taps, self.num_params, 2 * self.slots.len())?;
         self.load(&taps.flat_parameters()?)?;
         let fused = self
             .model

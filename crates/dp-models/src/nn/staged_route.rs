@@ -62,6 +62,7 @@ impl StagedRoute {
         for varmap in taps.varmaps() {
             taps.check_covers(&varmap)?;
         }
+        super::executor::check_unchanged(taps, self.num_params, self.slots.len())?;
         let staged = self
             .model
             .clipped_cross_entropy_gradient(x, labels, classes, rule)?;

@@ -397,3 +397,31 @@ fn the_imdb_model_has_160306_parameters_and_matches_a_per_example_loop() {
     );
     assert!(relative_error(&got.sum, &sums) < tolerance, "clipped sum");
 }
+
+/// A layer registered with the taps after the model was built would get no clipped
+/// gradient from a planned executor: the fused and staged ones refuse to step.
+#[test]
+fn a_layer_added_after_planning_is_refused() {
+    for bias in [true, false] {
+        let (varmap, taps, vb) = builder();
+        let fc = if bias {
+            nn::linear(6, 3, vb.pp("a"))
+        } else {
+            nn::linear_no_bias(6, 3, vb.pp("a"))
+        };
+        let net = Sequential::new().linear(fc.expect("a"));
+        let model = ModuleClassifier::new(net, &varmap, &taps, &Device::Cpu).expect("m");
+        let planned = model.executor();
+        assert_ne!(planned, Executor::General);
+        let _late = nn::linear(6, 3, vb.pp("late")).expect("late");
+        let (x, labels) = inputs(39, 4, 6);
+        let labels: Vec<u32> = labels.iter().map(|l| l % 3).collect();
+        let err = model
+            .clipped_cross_entropy_gradient(&x, &labels, 3, ClipRule::Flat { max_norm: 1.0 })
+            .expect_err("refused");
+        assert!(
+            err.to_string().contains("planned for"),
+            "{planned:?}: {err}"
+        );
+    }
+}
