@@ -118,6 +118,18 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
+    /// A collective operation of data-parallel training failed: a rank left the group, or
+    /// the ranks disagree on the shape of what they exchange. Nothing from the operation
+    /// may be released.
+    #[error("collective {operation} failed on rank {rank}: {reason}")]
+    Collective {
+        /// The operation: `all-reduce`, `broadcast`, `barrier`.
+        operation: &'static str,
+        /// The rank that saw the failure.
+        rank: usize,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl From<dp_accounting::validate::ParameterError> for Error {

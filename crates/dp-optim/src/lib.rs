@@ -10,6 +10,7 @@ mod algorithm;
 pub mod annealing;
 pub mod audit;
 mod checkpoint;
+pub mod collective;
 mod config;
 pub mod dpd;
 mod engine;
