@@ -21,6 +21,7 @@ use dp_accounting::validate;
 mod batch;
 mod charges;
 mod device;
+mod distributed;
 mod epoch;
 mod resume;
 mod sparse;

@@ -9,6 +9,7 @@ use dp_models::models::{mlp, mnist_cnn, Activation};
 mod annealing;
 mod audit;
 mod device;
+mod distributed;
 mod dpd;
 mod gdp;
 mod guarantee;

@@ -34,6 +34,12 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch of `indices` under the charge `charge` (the engine's own draws, and a
+    /// rank's share of its group's draw).
+    pub(super) fn new(indices: Vec<usize>, charge: u64) -> Self {
+        Batch { indices, charge }
+    }
+
     /// The record indices drawn.
     pub fn indices(&self) -> &[usize] {
         &self.indices

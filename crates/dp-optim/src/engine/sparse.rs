@@ -131,6 +131,11 @@ impl<M: SparsePrivateModel> PrivacyEngine<M> {
             charge,
             coordinates,
         } = selection;
-        self.release_on(charge, clipped, Some(&coordinates))
+        self.release_on(
+            charge,
+            clipped,
+            Some(&coordinates),
+            super::step::NoiseBy::ThisEngine,
+        )
     }
 }

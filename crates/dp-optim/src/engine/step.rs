@@ -84,9 +84,9 @@ pub struct ClippedSum {
     pub(super) rule: ClipRule,
     /// The id of the charge whose batch was summed.
     pub(super) charge: u64,
-    batch_size: usize,
-    loss_sum: f64,
-    nonfinite: usize,
+    pub(super) batch_size: usize,
+    pub(super) loss_sum: f64,
+    pub(super) nonfinite: usize,
 }
 
 impl ClippedSum {
@@ -99,6 +99,15 @@ impl ClippedSum {
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
+}
+
+/// Who adds a release's noise: this engine, from its noise stream, or another rank of a
+/// data-parallel group, whose noisy sum this engine received (it then only checks, commits
+/// and counts the release).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NoiseBy {
+    ThisEngine,
+    AnotherRank,
 }
 
 /// A released (noisy) gradient sum, charged to the ledger, with the batch's statistics
@@ -358,7 +367,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// committed, the step counted. Refused when the sum was clipped with a larger bound
     /// than the mechanism was calibrated for, or not clipped at all in a private run.
     pub fn release(&mut self, charge: StepCharge, clipped: ClippedSum) -> Result<NoisyGradient> {
-        self.release_on(charge, clipped, None)
+        self.release_on(charge, clipped, None, NoiseBy::ThisEngine)
     }
 
     /// [`release`](Self::release), with noise on the coordinates `support` only when one
@@ -369,6 +378,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         mut charge: StepCharge,
         clipped: ClippedSum,
         support: Option<&[usize]>,
+        noise_by: NoiseBy,
     ) -> Result<NoisyGradient> {
         if clipped.charge != charge.id || !charge.drawn {
             return Err(Error::UnprotectedParameter(
@@ -378,7 +388,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let mut sum = clipped.sum;
         if let Some(mechanism) = &charge.mechanism {
             self.check_covered(mechanism, clipped.rule)?;
-            let add_noise = true;
+            let add_noise = noise_by == NoiseBy::ThisEngine;
             #[cfg(feature = "fault-injection")]
             let add_noise = add_noise && self.fault != Some(crate::fault::Fault::SkipNoise);
             if add_noise {

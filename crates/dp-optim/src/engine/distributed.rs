@@ -1,0 +1,119 @@
+//! One DP-SGD step split over the ranks of a [`Collective`], with the privacy of one
+//! process: the batch is the one process's batch, the noise is added once.
+//!
+//! Rank 0 draws the batch with the run's sampler exactly as a single process does and
+//! broadcasts its record indices; each rank sums the clipped gradients of its share of
+//! the batch (every `world`-th record, from its rank); the sums are all-reduced in rank
+//! order; rank 0 releases the total through the step's Gaussian mechanism, from the run's
+//! one noise stream, and broadcasts the noisy sum; every rank then commits the same charge
+//! to its ledger and applies the same update. The released value is the single process's
+//! noisy sum of the same batch with the clipped per-example gradients added in another
+//! order, so the guarantee is that process's (the sampler's amplification of the Gaussian
+//! mechanism, e.g. Mironov, Talwar & Zhang 2019 for Poisson sampling); what the ranks
+//! exchange before the release are clipped sums, which never leave the group. A rank that
+//! fails before the noisy sum is broadcast ends the step on every rank with an error and
+//! no update; only rank 0's ledger and checkpoints are the run's.
+
+use dp_models::PrivateModel;
+
+use super::batch::Batch;
+use super::device::{Gradient, Moments};
+use super::step::{ClippedSum, NoiseBy};
+use super::{PrivacyEngine, StepReport};
+use crate::collective::Collective;
+use crate::error::{Error, Result};
+use crate::sampler::Sampler;
+
+/// The rank that draws the batch and the noise.
+const ROOT: usize = 0;
+
+impl<M: PrivateModel> PrivacyEngine<M> {
+    /// One data-parallel DP-SGD step of this rank of `group` on `data` (every rank holds
+    /// the whole dataset and an engine of the same configuration and model). Refused for
+    /// a shuffled sampler and for models that keep their parameters on a device (not yet
+    /// supported).
+    pub fn step_distributed(
+        &mut self,
+        data: &M::Data,
+        group: &mut dyn Collective,
+    ) -> Result<StepReport> {
+        self.check_distributable()?;
+        let (rank, world) = (group.rank(), group.world_size());
+        let mut charge = self.begin_step(data)?;
+        let mut indices = if rank == ROOT {
+            self.draw_batch(&mut charge)?.indices().to_vec()
+        } else {
+            charge.drawn = true;
+            Vec::new()
+        };
+        group.broadcast_indices(&mut indices, ROOT)?;
+        let share = Batch::new(
+            indices.iter().copied().skip(rank).step_by(world).collect(),
+            charge.id,
+        );
+        let local = self.clipped_sum(data, &share)?;
+        let total = all_reduced(local, indices.len(), group)?;
+        let noisy = if rank == ROOT {
+            let noisy = self.release(charge, total)?;
+            let mut values = noisy.sum()?;
+            group.broadcast(&mut values, ROOT)?;
+            noisy
+        } else {
+            let mut values = vec![0.0f32; self.model.num_params()];
+            group.broadcast(&mut values, ROOT)?;
+            let received = ClippedSum {
+                sum: Gradient::Host(values),
+                ..total
+            };
+            self.release_on(charge, received, None, NoiseBy::AnotherRank)?
+        };
+        self.apply_update(&noisy)
+    }
+
+    /// Refuses what a data-parallel step does not support yet.
+    fn check_distributable(&self) -> Result<()> {
+        if let Sampler::Shuffle { .. } = self.config.sampler {
+            return Err(Error::InvalidSetting {
+                name: "sampler",
+                value: "shuffle".into(),
+                reason: "is not supported by data-parallel steps yet (rank 0's permutation is not shared)".into(),
+            });
+        }
+        if matches!(self.moments, Moments::Device(_)) {
+            return Err(Error::InvalidSetting {
+                name: "model",
+                value: "parameters on a device".into(),
+                reason:
+                    "are not supported by data-parallel steps yet (sums are reduced on the host)"
+                        .into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `local` summed over the ranks, with the batch's loss sum and non-finite count, for a
+/// batch of `batch_size` records in all.
+fn all_reduced(
+    local: ClippedSum,
+    batch_size: usize,
+    group: &mut dyn Collective,
+) -> Result<ClippedSum> {
+    let Gradient::Host(mut values) = local.sum else {
+        return Err(Error::UnprotectedParameter(
+            "a data-parallel step needs a host sum".into(),
+        ));
+    };
+    let p = values.len();
+    values.extend([local.loss_sum as f32, local.nonfinite as f32]);
+    group.all_reduce_sum(&mut values)?;
+    let (loss_sum, nonfinite) = (f64::from(values[p]), values[p + 1] as usize);
+    values.truncate(p);
+    Ok(ClippedSum {
+        sum: Gradient::Host(values),
+        batch_size,
+        loss_sum,
+        nonfinite,
+        ..local
+    })
+}

@@ -1,0 +1,139 @@
+//! Data-parallel steps over in-process ranks: the single process's batches, noise, ledger
+//! and θ (within summation order), identical on every rank; a rank that leaves ends the
+//! others' step before anything is released.
+
+use dp_mechanisms::NoiseSource;
+use dp_optim::collective::{Collective, ThreadGroup};
+use dp_optim::{Error, Sampler};
+
+use super::{engine, private, toy_data};
+
+const SEED: u64 = 7;
+const STEPS: usize = 6;
+
+/// θ, ε and the step count after `STEPS` steps of one process.
+fn single_process() -> (Vec<f32>, f64, u64) {
+    let data = toy_data(400, &mut NoiseSource::seeded(3));
+    let sampler = Sampler::Poisson {
+        sampling_rate: 0.05,
+    };
+    let mut e = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
+    for _ in 0..STEPS {
+        e.step(&data).expect("step");
+    }
+    let theta = dp_models::PrivateModel::parameters(e.model()).expect("θ");
+    (theta, e.epsilon().expect("ε").expect("private"), e.steps())
+}
+
+/// Each rank of a group of `world` runs `steps` data-parallel steps (stopping early on an
+/// error); θ, ε, steps and the first error, by rank.
+fn ranks(world: usize, steps: impl Fn(usize) -> usize + Copy + Send + 'static) -> Vec<RankRun> {
+    let handles: Vec<_> = ThreadGroup::ranks(world)
+        .expect("group")
+        .into_iter()
+        .map(|mut group| {
+            std::thread::spawn(move || {
+                let data = toy_data(400, &mut NoiseSource::seeded(3));
+                let sampler = Sampler::Poisson {
+                    sampling_rate: 0.05,
+                };
+                let mut e = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
+                let mut error = None;
+                for _ in 0..steps(group.rank()) {
+                    if let Err(err) = e.step_distributed(&data, &mut group) {
+                        error = Some(err);
+                        break;
+                    }
+                }
+                RankRun {
+                    theta: dp_models::PrivateModel::parameters(e.model()).expect("θ"),
+                    epsilon: e.epsilon().expect("ε").expect("private"),
+                    steps: e.steps(),
+                    error,
+                }
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("rank"))
+        .collect()
+}
+
+struct RankRun {
+    theta: Vec<f32>,
+    epsilon: f64,
+    steps: u64,
+    error: Option<Error>,
+}
+
+#[test]
+fn ranks_reproduce_the_single_process_run() {
+    let (theta, epsilon, steps) = single_process();
+    for world in [1, 2, 3] {
+        let runs = ranks(world, |_| STEPS);
+        let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        for (rank, run) in runs.iter().enumerate() {
+            assert!(
+                run.error.is_none(),
+                "world {world} rank {rank}: {:?}",
+                run.error
+            );
+            assert_eq!(
+                (run.steps, run.epsilon),
+                (steps, epsilon),
+                "world {world} rank {rank}"
+            );
+            let worst = run
+                .theta
+                .iter()
+                .zip(&theta)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                worst <= 1e-5 * scale,
+                "world {world} rank {rank}: θ off by {worst}"
+            );
+            let bits = |t: &[f32]| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&run.theta),
+                bits(&runs[0].theta),
+                "identical on every rank"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_rank_that_leaves_ends_the_others_step_before_its_release() {
+    let runs = ranks(3, |rank| if rank == 2 { 2 } else { STEPS });
+    assert!(runs[2].error.is_none() && runs[2].steps == 2);
+    for run in &runs[..2] {
+        assert!(
+            matches!(&run.error, Some(Error::Collective { reason, .. }) if reason.contains("rank 2 left")),
+            "{:?}",
+            run.error
+        );
+        // The failed step released nothing: the ledger holds the two completed steps.
+        assert_eq!(run.steps, 2);
+    }
+}
+
+#[test]
+fn a_shuffled_sampler_is_refused() {
+    let data = toy_data(40, &mut NoiseSource::seeded(3));
+    let sampler = Sampler::Shuffle { batch_size: 8 };
+    let mut e = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
+    let mut solo = dp_optim::collective::Solo;
+    let err = e.step_distributed(&data, &mut solo).expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            Error::InvalidSetting {
+                name: "sampler",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(solo.world_size(), 1);
+}
