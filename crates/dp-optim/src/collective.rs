@@ -5,26 +5,34 @@
 //! * [`Collective`] — all-reduce sum, broadcast and barrier over a fixed group of ranks.
 //! * [`Solo`] — the group of one (a single process): every operation is the identity.
 //! * [`ThreadGroup`] — ranks as threads of one process, for fast tests of the protocol.
+//! * `MpiWorld` (feature `mpi`) — the processes of an MPI job, on one host or many.
 //!
-//! A backend's sum is taken in rank order (0, 1, …) on every rank, so all ranks hold
-//! bit-identical results; a rank that leaves the group (returns, panics, is dropped) makes
-//! every other rank's next operation a typed [`Error::Collective`](crate::Error::Collective)
-//! instead of a hang, so nothing is released from a partial reduction.
+//! [`ThreadGroup`] sums in rank order (0, 1, …) on every rank, so all ranks hold
+//! bit-identical results; MPI's order is the library's (the engine does not rely on it:
+//! rank 0's noisy sum is broadcast). A rank that leaves a [`ThreadGroup`] (returns,
+//! panics, is dropped) makes every other rank's next operation a typed
+//! [`Error::Collective`](crate::Error::Collective) instead of a hang; an MPI process that
+//! dies ends the job through the MPI runtime. Either way nothing is released from a
+//! partial reduction.
 
+#[cfg(feature = "mpi")]
+mod mpi;
 mod threads;
 
+#[cfg(feature = "mpi")]
+pub use self::mpi::MpiWorld;
 pub use threads::{ThreadGroup, ThreadRank};
 
 use crate::error::Result;
 
 /// A fixed group of ranks exchanging `f32` buffers and record indices.
-pub trait Collective: Send {
+pub trait Collective {
     /// This rank, in `0..world_size()`.
     fn rank(&self) -> usize;
     /// The number of ranks.
     fn world_size(&self) -> usize;
-    /// Replaces `values` on every rank by their element-wise sum over the ranks, summed
-    /// in rank order. Every rank must pass a buffer of the same length.
+    /// Replaces `values` on every rank by their element-wise sum over the ranks. Every
+    /// rank must pass a buffer of the same length.
     fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()>;
     /// Replaces `values` on every rank by `root`'s. Every rank must pass a buffer of the
     /// same length.
