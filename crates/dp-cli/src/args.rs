@@ -73,6 +73,13 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
+/// How `dp train --distributed` splits its steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DistributedChoice {
+    /// The processes of an MPI job.
+    Mpi,
+}
+
 /// Models `dp train` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModelChoice {
@@ -187,6 +194,10 @@ pub struct TrainArgs {
     /// Write the final weights here as safetensors (PyTorch layout and names).
     #[arg(long)]
     pub save_weights: Option<std::path::PathBuf>,
+    /// Split each step over the processes of a job (`mpi`: run under `mpirun -np N`;
+    /// needs a `dp` built with `--features mpi`). Rank 0 prints and saves.
+    #[arg(long, value_enum)]
+    pub distributed: Option<DistributedChoice>,
     /// Train without privacy (no clipping, no noise, no ε).
     #[arg(long)]
     pub no_dp: bool,

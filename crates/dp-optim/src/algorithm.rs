@@ -3,6 +3,7 @@
 use dp_models::fused::FusedModel;
 use dp_models::PrivateModel;
 
+use crate::collective::Collective;
 use crate::engine::{PrivacyEngine, StepReport};
 use crate::error::Result;
 
@@ -38,5 +39,18 @@ pub struct DpSgd;
 impl<M: PrivateModel> Algorithm<M> for DpSgd {
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &M::Data) -> Result<StepReport> {
         engine.step(data)
+    }
+}
+
+/// [`DpSgd`] with each step split over the ranks of `group`
+/// ([`PrivacyEngine::step_distributed`]): the single process's run, on every rank.
+pub struct DistributedDpSgd<'g> {
+    /// The ranks the steps are split over.
+    pub group: &'g mut dyn Collective,
+}
+
+impl<M: PrivateModel> Algorithm<M> for DistributedDpSgd<'_> {
+    fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &M::Data) -> Result<StepReport> {
+        engine.step_distributed(data, self.group)
     }
 }

@@ -28,7 +28,7 @@ mod selection;
 mod sparse_dp_sgd;
 mod trainer;
 
-pub use algorithm::{Algorithm, DpSgd};
+pub use algorithm::{Algorithm, DistributedDpSgd, DpSgd};
 pub use checkpoint::{Checkpoint, CheckpointDir, CHECKPOINT_FORMAT};
 pub use config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig};
 pub use engine::{

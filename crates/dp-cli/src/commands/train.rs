@@ -16,16 +16,17 @@ use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::fused::FusedModel;
 use dp_models::models::{mnist_cnn, Activation};
+use dp_optim::collective::Collective;
 use dp_optim::{
-    CheckpointDir, Clipping, Control, DpSgd, EpochSummary, GradientNormalisation, Observer,
-    Optimizer, PrivacyConfig, PrivacyEngine, Sampler, StepReport, TrainConfig, Trainer,
+    CheckpointDir, Clipping, Control, DistributedDpSgd, DpSgd, EpochSummary, GradientNormalisation,
+    Observer, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, StepReport, TrainConfig, Trainer,
 };
 use serde_json::json;
 
 use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::{
-    AccountantChoice, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice,
-    TrainArgs, TrainSampling,
+    AccountantChoice, ClippingChoice, DatasetChoice, DistributedChoice, ModelChoice,
+    OptimizerChoice, OrdersChoice, TrainArgs, TrainSampling,
 };
 use crate::interrupt::{Interrupt, Interrupted};
 use crate::output::{diag, epsilon_json, epsilon_text, short};
@@ -100,14 +101,20 @@ pub fn run(args: &TrainArgs) -> Result<String> {
     if let Some(dir) = &checkpoints {
         super::resume::resume(args, &mut engine, dir)?;
     }
+    let mut group = group(args)?;
+    let rank = group.as_ref().map_or(0, |g| g.rank());
     let trained = train_loop(
         args,
         &mut engine,
-        &train,
-        &test,
+        (&train, &test),
         total_steps,
         checkpoints.as_ref(),
+        group.as_deref_mut(),
     )?;
+    // Every rank holds the same θ and ledger; rank 0 speaks for the run.
+    if rank != 0 {
+        return Ok(String::new());
+    }
     if let Some(path) = &args.save_weights {
         engine.model().save_safetensors(path).map_err(|e| {
             anyhow::anyhow!(
@@ -118,6 +125,21 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         })?;
     }
     trained.render(args, &engine, &test)
+}
+
+/// The group of processes `--distributed` names, joined.
+fn group(args: &TrainArgs) -> Result<Option<Box<dyn Collective>>> {
+    match args.distributed {
+        None => Ok(None),
+        #[cfg(feature = "mpi")]
+        Some(DistributedChoice::Mpi) => Ok(Some(Box::new(
+            dp_optim::collective::MpiWorld::init().context("--distributed mpi")?,
+        ))),
+        #[cfg(not(feature = "mpi"))]
+        Some(DistributedChoice::Mpi) => {
+            bail!("--distributed mpi needs a dp built with the mpi feature (cargo build --release -p dp-cli --features mpi, with an MPI library installed)")
+        }
+    }
 }
 
 /// The innermost cause of an error, once (an I/O error wrapped twice is not repeated).
@@ -152,6 +174,14 @@ fn check_args(args: &TrainArgs) -> Result<()> {
             if given {
                 bail!("{flag} has no effect with --no-dp (a non-private run adds no noise and has no budget); drop one of them");
             }
+        }
+    }
+    if args.distributed.is_some() {
+        if args.checkpoint_dir.is_some() {
+            bail!("--checkpoint-dir cannot be used with --distributed yet (a resume of a distributed run is not built); drop one of them");
+        }
+        if args.sampling == TrainSampling::Shuffle {
+            bail!("--sampling shuffle cannot be used with --distributed yet (rank 0's permutation is not shared); use poisson or fixed-size");
         }
     }
     if let Some(size) = args.physical_batch_size {
@@ -309,15 +339,12 @@ struct EpochLines<'a> {
     trained: Trained,
     progress: indicatif::ProgressBar,
     interrupt: Interrupt,
+    /// A rank other than 0 of a distributed run: rank 0 prints.
+    quiet: bool,
 }
 
-impl Observer<FusedModel, DpSgd> for EpochLines<'_> {
-    fn step_done(
-        &mut self,
-        _: &PrivacyEngine,
-        _: &DpSgd,
-        _: &StepReport,
-    ) -> dp_optim::Result<Control> {
+impl<A> Observer<FusedModel, A> for EpochLines<'_> {
+    fn step_done(&mut self, _: &PrivacyEngine, _: &A, _: &StepReport) -> dp_optim::Result<Control> {
         self.progress.inc(1);
         self.trained.interrupted_by = self.interrupt.signal();
         Ok(match self.trained.interrupted_by {
@@ -329,7 +356,7 @@ impl Observer<FusedModel, DpSgd> for EpochLines<'_> {
     fn epoch_done(
         &mut self,
         engine: &PrivacyEngine,
-        _: &DpSgd,
+        _: &A,
         epoch: &EpochSummary,
     ) -> dp_optim::Result<Control> {
         let loss = epoch.mean_train_loss_not_covered_by_epsilon();
@@ -341,7 +368,9 @@ impl Observer<FusedModel, DpSgd> for EpochLines<'_> {
             loss,
             &self.trained,
         )?;
-        self.progress.suspend(|| diag(&line));
+        if !self.quiet {
+            self.progress.suspend(|| diag(&line));
+        }
         self.trained.lines.push_str(&line);
         self.trained.lines.push('\n');
         Ok(Control::Continue)
@@ -351,14 +380,18 @@ impl Observer<FusedModel, DpSgd> for EpochLines<'_> {
 fn train_loop(
     args: &TrainArgs,
     engine: &mut PrivacyEngine,
-    train: &Dataset,
-    test: &Dataset,
+    (train, test): (&Dataset, &Dataset),
     total_steps: u64,
     checkpoints: Option<&CheckpointDir>,
+    group: Option<&mut (dyn Collective + 'static)>,
 ) -> Result<Trained> {
+    let quiet = group.as_ref().is_some_and(|g| g.rank() != 0);
     let steps_per_epoch = engine.config().sampler.steps_per_epoch(train.len()) as u64;
     // Drawn only when stderr is a terminal (indicatif hides itself otherwise).
-    let progress = indicatif::ProgressBar::new(total_steps);
+    let progress = match quiet {
+        true => indicatif::ProgressBar::hidden(),
+        false => indicatif::ProgressBar::new(total_steps),
+    };
     progress.set_style(
         indicatif::ProgressStyle::with_template(
             "{bar:40} {pos}/{len} steps  {elapsed_precise} < {eta}  {msg}",
@@ -379,6 +412,7 @@ fn train_loop(
         },
         progress,
         interrupt: Interrupt::install()?,
+        quiet,
     };
     let trainer = Trainer {
         total_steps,
@@ -386,7 +420,15 @@ fn train_loop(
         checkpoints,
         schedule: None,
     };
-    let outcome = trainer.fit(engine, &mut DpSgd, train, &mut observer)?;
+    let outcome = match group {
+        Some(group) => trainer.fit(
+            engine,
+            &mut DistributedDpSgd { group },
+            train,
+            &mut observer,
+        )?,
+        None => trainer.fit(engine, &mut DpSgd, train, &mut observer)?,
+    };
     observer.progress.finish_and_clear();
     let mut trained = observer.trained;
     trained.stopped_by_budget = outcome.stopped_by_budget;

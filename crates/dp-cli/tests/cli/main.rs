@@ -1,5 +1,7 @@
 //! End-to-end tests of the `dp` binary: snapshots of its output, exit codes on bad input.
 
+#[cfg(feature = "mpi")]
+mod distributed;
 mod resume;
 mod train;
 
