@@ -3,6 +3,7 @@
 mod account;
 mod audit;
 mod calibrate;
+mod distributed;
 mod resume;
 mod train;
 

@@ -25,8 +25,8 @@ use serde_json::json;
 
 use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::{
-    AccountantChoice, ClippingChoice, DatasetChoice, DistributedChoice, ModelChoice,
-    OptimizerChoice, OrdersChoice, TrainArgs, TrainSampling,
+    AccountantChoice, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice,
+    TrainArgs, TrainSampling,
 };
 use crate::interrupt::{Interrupt, Interrupted};
 use crate::output::{diag, epsilon_json, epsilon_text, short};
@@ -101,7 +101,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
     if let Some(dir) = &checkpoints {
         super::resume::resume(args, &mut engine, dir)?;
     }
-    let mut group = group(args)?;
+    let mut group = super::distributed::group(args)?;
     let rank = group.as_ref().map_or(0, |g| g.rank());
     let trained = train_loop(
         args,
@@ -125,21 +125,6 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         })?;
     }
     trained.render(args, &engine, &test)
-}
-
-/// The group of processes `--distributed` names, joined.
-fn group(args: &TrainArgs) -> Result<Option<Box<dyn Collective>>> {
-    match args.distributed {
-        None => Ok(None),
-        #[cfg(feature = "mpi")]
-        Some(DistributedChoice::Mpi) => Ok(Some(Box::new(
-            dp_optim::collective::MpiWorld::init().context("--distributed mpi")?,
-        ))),
-        #[cfg(not(feature = "mpi"))]
-        Some(DistributedChoice::Mpi) => {
-            bail!("--distributed mpi needs a dp built with the mpi feature (cargo build --release -p dp-cli --features mpi, with an MPI library installed)")
-        }
-    }
 }
 
 /// The innermost cause of an error, once (an I/O error wrapped twice is not repeated).

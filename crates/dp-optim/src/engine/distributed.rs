@@ -18,11 +18,20 @@ use dp_models::PrivateModel;
 
 use super::batch::Batch;
 use super::device::{Gradient, Moments};
-use super::step::{ClippedSum, NoiseBy};
+use super::step::ClippedSum;
 use super::{PrivacyEngine, StepReport};
 use crate::collective::Collective;
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
+
+/// Who adds a release's noise: this engine, from its noise stream, or another rank of a
+/// data-parallel group, whose noisy sum this engine received (it then only checks, commits
+/// and counts the release).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NoiseBy {
+    ThisEngine,
+    AnotherRank,
+}
 
 /// The rank that draws the batch and the noise.
 const ROOT: usize = 0;

@@ -135,7 +135,7 @@ impl<M: SparsePrivateModel> PrivacyEngine<M> {
             charge,
             clipped,
             Some(&coordinates),
-            super::step::NoiseBy::ThisEngine,
+            super::distributed::NoiseBy::ThisEngine,
         )
     }
 }

@@ -28,6 +28,7 @@ use dp_models::{ClipRule, ClippedGradient, PrivateModel};
 
 use super::batch::{Batch, ExtraBatch};
 use super::device::{Gradient, Moments};
+use super::distributed::NoiseBy;
 use super::{PrivacyEngine, StepReport};
 use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
@@ -99,15 +100,6 @@ impl ClippedSum {
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
-}
-
-/// Who adds a release's noise: this engine, from its noise stream, or another rank of a
-/// data-parallel group, whose noisy sum this engine received (it then only checks, commits
-/// and counts the release).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum NoiseBy {
-    ThisEngine,
-    AnotherRank,
 }
 
 /// A released (noisy) gradient sum, charged to the ledger, with the batch's statistics
