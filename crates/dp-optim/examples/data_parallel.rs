@@ -66,11 +66,20 @@ fn engine(data: &Dataset) -> dp_optim::Result<PrivacyEngine> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut world = MpiWorld::init()?;
+    if let Err(e) = run(&mut world) {
+        // No rank may wait for this one.
+        eprintln!("rank {}: {e}", world.rank());
+        world.abort(1);
+    }
+    Ok(())
+}
+
+fn run(world: &mut MpiWorld) -> Result<(), Box<dyn std::error::Error>> {
     let data = data();
     let mut distributed = engine(&data)?;
     let start = Instant::now();
     for _ in 0..STEPS {
-        distributed.step_distributed(&data, &mut world)?;
+        distributed.step_distributed(&data, world)?;
     }
     let wall = start.elapsed().as_secs_f64();
     let theta = distributed.model().parameters()?;

@@ -42,6 +42,11 @@ pub trait Collective {
     fn broadcast_indices(&mut self, indices: &mut Vec<usize>, root: usize) -> Result<()>;
     /// Returns once every rank has called it.
     fn barrier(&mut self) -> Result<()>;
+    /// Ends the group after an error on this rank, so that no other rank waits for it:
+    /// a [`ThreadGroup`] rank leaves (the others' operations fail); an MPI process calls
+    /// `MPI_Abort`, which ends every process of the job with `code` (a process that
+    /// merely exits would leave the others blocked in their next operation).
+    fn abort(&mut self, code: i32);
 }
 
 /// The group of one: a single process.
@@ -72,6 +77,8 @@ impl Collective for Solo {
     fn barrier(&mut self) -> Result<()> {
         Ok(())
     }
+
+    fn abort(&mut self, _code: i32) {}
 }
 
 /// A typed error unless `root` is a rank of a group of `world` ranks.

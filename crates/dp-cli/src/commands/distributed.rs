@@ -8,6 +8,7 @@ use anyhow::Result;
 use dp_optim::collective::Collective;
 
 use crate::args::{DistributedChoice, TrainArgs};
+use crate::output::diag;
 
 /// The group of processes `--distributed` names, joined.
 pub(super) fn group(args: &TrainArgs) -> Result<Option<Box<dyn Collective>>> {
@@ -21,5 +22,25 @@ pub(super) fn group(args: &TrainArgs) -> Result<Option<Box<dyn Collective>>> {
         Some(DistributedChoice::Mpi) => {
             bail!("--distributed mpi needs a dp built with the mpi feature (cargo build --release -p dp-cli --features mpi, with an MPI library installed)")
         }
+    }
+}
+
+/// `result`, or — after an error in a distributed run — the error said on this rank and
+/// the job ended ([`Collective::abort`]), so that no other rank waits for this one.
+pub(super) fn end_on_error<T>(
+    result: Result<T>,
+    group: Option<&mut (dyn Collective + 'static)>,
+) -> Result<T> {
+    match (result, group) {
+        (Err(e), Some(group)) => {
+            let line = format!("{e:#}")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            diag(&format!("error: {line}"));
+            group.abort(2);
+            Err(e)
+        }
+        (result, _) => result,
     }
 }

@@ -110,7 +110,8 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         total_steps,
         checkpoints.as_ref(),
         group.as_deref_mut(),
-    )?;
+    );
+    let trained = super::distributed::end_on_error(trained, group.as_deref_mut())?;
     // Every rank holds the same θ and ledger; rank 0 speaks for the run.
     if rank != 0 {
         return Ok(String::new());

@@ -1,7 +1,9 @@
 //! The MPI backend (feature `mpi`; rsmpi over the system's MPI library, e.g. Debian's
 //! OpenMPI): the processes of one `mpirun` / `srun` job, on one host or many. A process
-//! that dies ends the job through the MPI runtime (its default error handler aborts every
-//! rank), so no rank can release from a partial reduction.
+//! that dies ends the job through the MPI runtime, and one that fails calls
+//! [`Collective::abort`] (`MPI_Abort`), so no rank waits for it and none releases from a
+//! partial reduction. (A process that returns an error and finalises leaves the others
+//! blocked in their next operation: OpenMPI 4.1, tested.)
 
 use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
@@ -77,5 +79,9 @@ impl Collective for MpiWorld {
     fn barrier(&mut self) -> Result<()> {
         self.world.barrier();
         Ok(())
+    }
+
+    fn abort(&mut self, code: i32) {
+        self.world.abort(code)
     }
 }

@@ -181,13 +181,20 @@ impl ThreadRank {
     }
 }
 
-impl Drop for ThreadRank {
-    fn drop(&mut self) {
+impl ThreadRank {
+    /// Leaves the group: every other rank's pending and next operations fail.
+    fn leave(&self) {
         // A poisoned lock means the group is broken already.
         if let Ok(mut round) = self.shared.round.lock() {
             round.left.get_or_insert(self.rank);
             self.shared.changed.notify_all();
         }
+    }
+}
+
+impl Drop for ThreadRank {
+    fn drop(&mut self) {
+        self.leave();
     }
 }
 
@@ -236,6 +243,10 @@ impl Collective for ThreadRank {
 
     fn barrier(&mut self) -> Result<()> {
         self.exchange("barrier", Payload::Nothing).map(|_| ())
+    }
+
+    fn abort(&mut self, _code: i32) {
+        self.leave();
     }
 }
 
@@ -332,6 +343,22 @@ mod tests {
                 other => panic!("expected a collective error, got {other:?}"),
             }
         }
+    }
+
+    /// A rank that aborts (after an error of its own) fails the others' pending
+    /// operation, though it has not left its thread.
+    #[test]
+    fn a_rank_that_aborts_fails_the_others_pending_operation() {
+        let results = on_ranks(2, |mut c| {
+            if c.rank() == 0 {
+                c.abort(2);
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                return true;
+            }
+            let mut v = vec![1.0f32];
+            matches!(c.all_reduce_sum(&mut v), Err(Error::Collective { .. }))
+        });
+        assert!(results.iter().all(|&failed| failed));
     }
 
     /// A root outside the group, or an empty group, is a typed error.

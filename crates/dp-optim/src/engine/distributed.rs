@@ -40,7 +40,8 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// One data-parallel DP-SGD step of this rank of `group` on `data` (every rank holds
     /// the whole dataset and an engine of the same configuration and model). Refused for
     /// a shuffled sampler and for models that keep their parameters on a device (not yet
-    /// supported).
+    /// supported). After an error, end the group with [`Collective::abort`] so that no
+    /// other rank waits for this one.
     pub fn step_distributed(
         &mut self,
         data: &M::Data,
