@@ -5,9 +5,9 @@
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 
-use super::matmul::{rows_times, weight_gradient, Matmul};
+use super::matmul::{linear_weight_gradient, rows_times, Matmul};
 use super::row_sums::row_sums;
-use super::{f32_slice, keep_gradient, storage_f32, GradientSlot};
+use super::{f32_slice, keep_gradient, GradientSlot};
 
 /// `x (…, K)`, `w (N, K)`, `b (N)` → `x wᵀ + b` (…, N). Backward: `x`'s gradient, and with
 /// `parameter_gradients` the weight's `gᵀ x` and the bias's column sums of `g` (without,
@@ -66,20 +66,9 @@ impl CustomOp3 for Linear {
         if !self.parameter_gradients {
             return Ok((Some(dx), None, None));
         }
-        let (n, k) = w.dims2()?;
-        let m = x.elem_count() / k.max(1);
-        let x = x.contiguous()?;
-        let dw = {
-            let (gs, gl) = grad.storage_and_layout();
-            let (xs, xl) = x.storage_and_layout();
-            weight_gradient(storage_f32(&gs, gl)?, storage_f32(&xs, xl)?, m, n, k)
-        };
-        let db = row_sums(&grad.reshape((1, (), n))?)?.reshape(b.shape())?;
-        Ok((
-            Some(dx),
-            Some(Tensor::from_vec(dw, (n, k), w.device())?),
-            Some(db),
-        ))
+        let dw = linear_weight_gradient(x, w, &grad)?;
+        let db = row_sums(&grad.reshape((1, (), b.elem_count()))?)?.reshape(b.shape())?;
+        Ok((Some(dx), Some(dw), Some(db)))
     }
 }
 

@@ -76,6 +76,20 @@ pub(super) fn weight_gradient(g: &[f32], x: &[f32], m: usize, n: usize, k: usize
     dw
 }
 
+/// A linear layer's weight gradient `gᵀ x` (N, K) from its input `x` (…, K), weight `w`
+/// (N, K) and contiguous output gradient `grad` (…, N).
+pub(super) fn linear_weight_gradient(
+    x: &Tensor,
+    w: &Tensor,
+    grad: &Tensor,
+) -> candle_core::Result<Tensor> {
+    let (n, k) = w.dims2()?;
+    let m = x.elem_count() / k.max(1);
+    let x = x.contiguous()?;
+    let dw = with_f32(grad, |g| with_f32(&x, |xs| weight_gradient(g, xs, m, n, k)))??;
+    Tensor::from_vec(dw, (n, k), w.device())
+}
+
 /// `x (M × K) · wᵀ` (`w` N × K) when `rhs_transposed`, else `x · w` (`w` K × N), plus
 /// `bias` (N) on every row where given (the rows start from it: one pass, not two),
 /// parallel over blocks of rows.
@@ -171,13 +185,7 @@ impl CustomOp2 for Matmul {
         if !(self.weight_gradient && self.rhs_transposed) {
             return Ok((Some(dx), None));
         }
-        let (n, k) = w.dims2()?;
-        let m = x.elem_count() / k.max(1);
-        let x = x.contiguous()?;
-        let dw = with_f32(&grad, |g| {
-            with_f32(&x, |xs| weight_gradient(g, xs, m, n, k))
-        })??;
-        Ok((Some(dx), Some(Tensor::from_vec(dw, (n, k), w.device())?)))
+        Ok((Some(dx), Some(linear_weight_gradient(x, w, &grad)?)))
     }
 }
 

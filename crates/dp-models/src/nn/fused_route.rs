@@ -12,6 +12,7 @@ use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor, Var};
 
+use super::executor::{check_step, check_unchanged, layer_slots};
 use super::sequential::{Sequential, Step};
 use super::taps::Taps;
 use crate::error::Result;
@@ -82,7 +83,7 @@ impl FusedRoute {
 
     /// Logits of flat inputs `x` at the taps' θ.
     pub(crate) fn logits(&self, taps: &Taps, x: &Tensor) -> Result<Vec<f32>> {
-        super::executor::check_unchanged(taps, self.num_params, 2 * self.slots.len())?;
+        check_unchanged(taps, self.num_params, 2 * self.slots.len())?;
         self.load(&taps.flat_parameters()?)?;
         self.model.logits(x)
     }
@@ -98,10 +99,7 @@ impl FusedRoute {
         classes: usize,
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        for varmap in taps.varmaps() {
-            taps.check_covers(&varmap)?;
-        }
-        super::executor::check_unchanged(taps, self.num_params, 2 * self.slots.len())?;
+        check_step(taps, self.num_params, 2 * self.slots.len())?;
         self.load(&taps.flat_parameters()?)?;
         let fused = self
             .model
@@ -163,38 +161,25 @@ fn first_linear_inputs(layers: &[WeightAndBias]) -> Option<usize> {
     (dims.len() == 2).then(|| dims[1])
 }
 
-/// Each layer's place in the taps' flat θ (sorted by name), if the taps hold exactly the
-/// layers' parameters and each layer is its own owner; with the count of parameters.
+/// Each layer's place in the taps' flat θ ([`layer_slots`]); with the count of
+/// parameters.
 fn slots(layers: &[WeightAndBias], taps: &Taps) -> Option<(Vec<Slot>, usize)> {
-    let params = taps.params();
-    let mut places = Vec::with_capacity(params.len());
-    let mut offset = 0;
-    for p in &params {
-        let n = p.var.as_tensor().elem_count();
-        places.push((p.var.as_tensor().id(), offset..offset + n, p.owner.clone()));
-        offset += n;
-    }
-    if params.len() != 2 * layers.len() {
-        return None;
-    }
-    let find = |var: &Var| {
-        let id = var.as_tensor().id();
-        places.iter().find(|(i, ..)| *i == id).cloned()
-    };
-    let mut owners = Vec::with_capacity(layers.len());
-    let mut slots = Vec::with_capacity(layers.len());
-    for (weight, bias) in layers {
-        let (_, w, owner) = find(weight)?;
-        let (_, b, bias_owner) = find(bias)?;
-        if owner != bias_owner || owners.contains(&owner) {
-            return None;
-        }
-        owners.push(owner);
-        slots.push(Slot {
-            weight: w,
-            weight_shape: weight.dims().to_vec(),
-            bias: b,
-        });
-    }
-    Some((slots, offset))
+    let vars: Vec<Vec<Var>> = layers
+        .iter()
+        .map(|(w, b)| vec![w.clone(), b.clone()])
+        .collect();
+    let (ranges, num_params) = layer_slots(&vars, taps)?;
+    let slots = layers
+        .iter()
+        .zip(ranges)
+        .map(|((weight, _), mut r)| {
+            let (bias, weight_range) = (r.pop()?, r.pop()?);
+            Some(Slot {
+                weight: weight_range,
+                weight_shape: weight.dims().to_vec(),
+                bias,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((slots, num_params))
 }

@@ -107,20 +107,17 @@ fn affine(
 ) -> candle_core::Result<(Tensor, bool)> {
     // A constant weight on data (a first layer) is outside Candle's graph either way.
     let on_cpu = cpu::applies(x) && (!constant_weight || x.track_op());
-    match b {
-        // Matmul and bias in one op: one node of Candle's graph, one pass over the output.
-        Some(b) if on_cpu && cpu::applies(b) => {
-            let op = cpu::Linear {
-                parameter_gradients: !constant_weight,
-                catch: catch.cloned(),
-            };
-            let y = x
-                .contiguous()?
-                .apply_op3(&w.contiguous()?, &b.contiguous()?, op)?;
-            let caught = y.track_op() && catch.is_some();
-            return Ok((y, caught));
-        }
-        _ => {}
+    // Matmul and bias in one op: one node of Candle's graph, one pass over the output.
+    if let Some(b) = b.filter(|b| on_cpu && cpu::applies(b)) {
+        let op = cpu::Linear {
+            parameter_gradients: !constant_weight,
+            catch: catch.cloned(),
+        };
+        let y = x
+            .contiguous()?
+            .apply_op3(&w.contiguous()?, &b.contiguous()?, op)?;
+        let caught = y.track_op() && catch.is_some();
+        return Ok((y, caught));
     }
     let y = if on_cpu {
         let op = cpu::Matmul {

@@ -13,6 +13,7 @@ use std::ops::Range;
 
 use candle_core::{Device, Tensor, Var};
 
+use super::executor::{check_step, layer_slots};
 use super::sequential::{Sequential, Step};
 use super::taps::Taps;
 use crate::error::Result;
@@ -35,7 +36,8 @@ impl StagedRoute {
             return None;
         }
         let (stages, layers) = stages(net)?;
-        let (slots, num_params) = slots(&layers, taps)?;
+        let (slots, num_params) = layer_slots(&layers, taps)?;
+        let slots = slots.into_iter().flatten().collect();
         let model = StagedModel::new(stages);
         Some(StagedRoute {
             model,
@@ -59,10 +61,7 @@ impl StagedRoute {
         classes: usize,
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        for varmap in taps.varmaps() {
-            taps.check_covers(&varmap)?;
-        }
-        super::executor::check_unchanged(taps, self.num_params, self.slots.len())?;
+        check_step(taps, self.num_params, self.slots.len())?;
         let staged = self
             .model
             .clipped_cross_entropy_gradient(x, labels, classes, rule)?;
@@ -123,37 +122,4 @@ fn stages(net: &Sequential) -> Option<(Vec<Stage>, Vec<Vec<Var>>)> {
         stages.push(Stage::Layer(layer));
     }
     Some((stages, layers))
-}
-
-/// Each variable's place in the taps' flat θ (sorted by name), in layer order, if the
-/// taps hold exactly the layers' variables and each layer is one owner of its own; with
-/// the count of parameters.
-fn slots(layers: &[Vec<Var>], taps: &Taps) -> Option<(Vec<Range<usize>>, usize)> {
-    let params = taps.params();
-    let mut places = Vec::with_capacity(params.len());
-    let mut offset = 0;
-    for p in &params {
-        let n = p.var.as_tensor().elem_count();
-        places.push((p.var.as_tensor().id(), offset..offset + n, p.owner.clone()));
-        offset += n;
-    }
-    if params.len() != layers.iter().map(Vec::len).sum::<usize>() {
-        return None;
-    }
-    let mut owners: Vec<String> = Vec::with_capacity(layers.len());
-    let mut slots = Vec::with_capacity(params.len());
-    for vars in layers {
-        let mut layer_owner: Option<&String> = None;
-        for var in vars {
-            let id = var.as_tensor().id();
-            let (_, range, owner) = places.iter().find(|(i, ..)| *i == id)?;
-            if layer_owner.is_some_and(|o| o != owner) || owners.contains(owner) {
-                return None;
-            }
-            layer_owner = Some(owner);
-            slots.push(range.clone());
-        }
-        owners.extend(layer_owner.cloned());
-    }
-    Some((slots, offset))
 }
