@@ -6,7 +6,6 @@ use candle_core::{Device, Tensor};
 use dp_accounting::{Accountant, AccountantKind, DpEvent, OrderGrid};
 use dp_mechanisms::{GaussianMechanism, NoiseSource};
 use dp_models::data::Dataset;
-use dp_models::fused::FusedModel;
 use dp_models::loss::cross_entropy;
 use dp_models::models::{mlp, Activation};
 use dp_models::Classifier;
@@ -90,7 +89,7 @@ fn toy_data(n: usize, noise: &mut NoiseSource) -> Dataset {
 fn a_line_search_algorithm_written_outside_dp_optim_trains_with_a_correct_ledger() -> Result<()> {
     let mut noise = NoiseSource::seeded(7);
     let (train, test) = (toy_data(2000, &mut noise), toy_data(500, &mut noise));
-    let model = FusedModel::new(mlp(8, &[16], 2, Activation::Tanh)?, &mut noise)?;
+    let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
     let (q, sigma, q_v, sigma_v) = (0.05, 1.0, 0.05, 1.5);
     let config = TrainConfig {
         sampler: Sampler::Poisson { sampling_rate: q },

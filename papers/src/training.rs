@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use dp_accounting::OrderGrid;
 use dp_mechanisms::NoiseSource;
 use dp_models::data::{self, AdultSplit, Dataset, ImdbOptions, MovieLensShape};
-use dp_models::fused::FusedModel;
 use dp_models::models::{
     adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mlp, mnist_cnn, Activation,
 };
@@ -332,8 +331,8 @@ fn train(
             } else {
                 Activation::Relu
             };
-            let model = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-            let layers = model.spec().parameter_ranges();
+            let model = mnist_cnn(activation, &mut noise)?;
+            let layers = model.taps().layer_ranges();
             runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::Cifar10CnnTanh | ModelChoice::Cifar10CnnRelu => {
@@ -342,23 +341,23 @@ fn train(
             } else {
                 Activation::Relu
             };
-            let model = FusedModel::new(cifar10_cnn(activation)?, &mut noise)?;
-            let layers = model.spec().parameter_ranges();
+            let model = cifar10_cnn(activation, &mut noise)?;
+            let layers = model.taps().layer_ranges();
             runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::GdpMnistCnn => {
-            let model = FusedModel::new(gdp_mnist_cnn()?, &mut noise)?;
-            let layers = model.spec().parameter_ranges();
+            let model = gdp_mnist_cnn(&mut noise)?;
+            let layers = model.taps().layer_ranges();
             runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::MnistMlp1000 => {
-            let model = FusedModel::new(mlp(784, &[1000], 10, Activation::Relu)?, &mut noise)?;
-            let layers = model.spec().parameter_ranges();
+            let model = mlp(784, &[1000], 10, Activation::Relu, &mut noise)?;
+            let layers = model.taps().layer_ranges();
             runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::AdultMlp => {
-            let model = FusedModel::new(adult_mlp()?, &mut noise)?;
-            let layers = model.spec().parameter_ranges();
+            let model = adult_mlp(&mut noise)?;
+            let layers = model.taps().layer_ranges();
             runner.execute(model, noise, &train, &test, None, layers)
         }
         ModelChoice::ImdbEmbeddingAverage => {

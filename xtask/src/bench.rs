@@ -23,7 +23,7 @@ pub enum Suite {
         #[arg(long)]
         compare_python: bool,
     },
-    /// DP-SGD step throughput on the fused tier, private and non-private interleaved.
+    /// DP-SGD step throughput of the DP-layer CNN, private and non-private interleaved.
     DpSgd {
         /// The model (only mnist-cnn today).
         #[arg(long, default_value = "mnist-cnn")]
@@ -34,10 +34,10 @@ pub enum Suite {
         /// Timed steps of each kind.
         #[arg(long, default_value_t = 30)]
         steps: usize,
-        /// Tier: fused (the papers' network spec), nn (the DP layers as a user writes
-        /// them: `nn::Sequential`, which takes the fused executor on the CPU), nn-staged
-        /// or nn-general (the same on the staged executor or the general path of the taps).
-        #[arg(long, default_value = "fused")]
+        /// Tier: nn (the DP layers as a user writes them: `nn::Sequential`, which takes
+        /// the fused executor on the CPU), nn-staged or nn-general (the same network on
+        /// the staged executor or the general path of the taps).
+        #[arg(long, default_value = "nn")]
         tier: String,
         /// End with one JSON object.
         #[arg(long)]
@@ -334,31 +334,27 @@ fn dp_sgd(
     compare_opacus: bool,
 ) -> Result<()> {
     use dp_mechanisms::NoiseSource;
-    use dp_models::fused::FusedModel;
-    use dp_models::models::{mnist_cnn, mnist_cnn_nn, Activation};
+    use dp_models::models::{mnist_cnn, Activation};
     use dp_models::nn::Executor;
     anyhow::ensure!(model == "mnist-cnn", "only --model mnist-cnn is available");
     anyhow::ensure!(batch > 0, "--batch-size must be > 0");
-    let mut noise = NoiseSource::seeded(0);
-    let mut fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
-    let flops = fused.spec().flops_per_sample();
-    let mut measure = || match tier {
-        "fused" => time_steps(&mut fused, model, batch, steps, tier, json, &mut noise),
-        "nn" | "nn-staged" | "nn-general" => {
-            let net = mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?;
-            anyhow::ensure!(
-                net.executor() == Executor::Fused,
-                "the DP-layer CNN should take the fused executor"
-            );
-            let mut net = match tier {
-                "nn-staged" => net.with_executor(Executor::Staged)?,
-                "nn-general" => net.with_executor(Executor::General)?,
-                _ => net,
-            };
-            time_steps(&mut net, model, batch, steps, tier, json, &mut noise)
-        }
-        other => anyhow::bail!("--tier must be fused, nn, nn-staged or nn-general, not {other}"),
+    let executor = match tier {
+        "nn" => Executor::Fused,
+        "nn-staged" => Executor::Staged,
+        "nn-general" => Executor::General,
+        other => anyhow::bail!("--tier must be nn, nn-staged or nn-general, not {other}"),
     };
+    let mut noise = NoiseSource::seeded(0);
+    let net = mnist_cnn(Activation::Tanh, &mut noise)?;
+    anyhow::ensure!(
+        net.executor() == Executor::Fused,
+        "the DP-layer CNN should take the fused executor"
+    );
+    let flops = net
+        .flops_per_sample()
+        .context("the fused executor counts its FLOPs")?;
+    let mut net = net.with_executor(executor)?;
+    let mut measure = || time_steps(&mut net, model, batch, steps, tier, json, &mut noise);
     let before = measure()?;
     peak::report_flops(before.0, flops)?;
     if !compare_opacus {

@@ -4,14 +4,13 @@
 //! clipped sum.
 
 use dp_mechanisms::NoiseSource;
-use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
 use dp_models::ClipRule;
 use dp_models::PrivateModel;
 
 fn main() -> dp_models::Result<()> {
     let mut noise = NoiseSource::seeded(7); // reproducible; not for production
-    let model = FusedModel::new(mlp(784, &[1000], 10, Activation::Relu)?, &mut noise)?;
+    let model = mlp(784, &[1000], 10, Activation::Relu, &mut noise)?;
     let (train, _test) = dp_models::data::mnist()?;
     let batch: Vec<usize> = (0..64).collect();
     let clip = ClipRule::Flat { max_norm: 4.0 };

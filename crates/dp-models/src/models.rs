@@ -1,12 +1,21 @@
-//! Network specifications of the papers' models.
+//! The papers' networks, written with the DP layers.
+//!
+//! Each is an [`nn::Sequential`] trained as an [`nn::ModuleClassifier`] (a [`Network`]): the
+//! same public path a user's own network takes, on the fastest executor that covers it
+//! (the fused executor on the CPU for the CNNs and MLPs). Parameters are named as in a
+//! PyTorch `nn.Sequential` of the same steps (`"{index}.weight"`, `"{index}.bias"`) and
+//! initialised as PyTorch does by default, drawn from a [`NoiseSource`] so that a seeded
+//! source gives identical weights.
 
 use candle_core::{Device, Tensor, Var};
-use candle_nn::VarMap;
+use candle_nn::{Conv2dConfig, VarMap};
 use dp_mechanisms::NoiseSource;
 
-use crate::error::{Error, Result};
-use crate::fused::{LayerSpec, NetSpec, TorchLayer};
+use crate::error::Result;
 use crate::nn;
+
+/// A network of DP layers in order, as a classifier: what the papers' models are.
+pub type Network = nn::ModuleClassifier<nn::Sequential>;
 
 /// The activation of a CNN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,116 +27,159 @@ pub enum Activation {
 }
 
 impl Activation {
-    fn layer(self) -> LayerSpec {
+    fn apply(self, net: nn::Sequential) -> nn::Sequential {
         match self {
-            Activation::Tanh => LayerSpec::Tanh,
-            Activation::Relu => LayerSpec::Relu,
+            Activation::Tanh => net.tanh(),
+            Activation::Relu => net.relu(),
         }
     }
 }
 
-/// The MNIST / Fashion-MNIST CNN of Tramèr & Boneh (and Papernot et al.), 26,010
-/// parameters (`docs/reproduction/sa-dpsgd.md`, "Experimental setup"): Conv(1→16, k8, s2, p2) → act → MaxPool(2, 1)
-/// → Conv(16→32, k4, s2) → act → MaxPool(2, 1) → Flatten(512) → Linear(32) → act →
-/// Linear(10).
-pub fn mnist_cnn(activation: Activation) -> Result<NetSpec> {
-    let act = activation.layer();
-    NetSpec::new(
-        1,
-        28,
-        28,
-        &[
-            LayerSpec::Conv2d {
-                out_channels: 16,
-                kernel: 8,
-                stride: 2,
-                padding: 2,
-            },
-            act,
-            LayerSpec::MaxPool {
-                kernel: 2,
-                stride: 1,
-            },
-            LayerSpec::Conv2d {
-                out_channels: 32,
-                kernel: 4,
-                stride: 2,
-                padding: 0,
-            },
-            act,
-            LayerSpec::MaxPool {
-                kernel: 2,
-                stride: 1,
-            },
-            LayerSpec::Flatten,
-            LayerSpec::Linear { out_features: 32 },
-            act,
-            LayerSpec::Linear { out_features: 10 },
-        ],
-    )
+/// Builds a [`Network`] step by step, naming each layer by its index in the stack and
+/// initialising it from the noise source.
+struct Builder<'a> {
+    net: nn::Sequential,
+    varmap: VarMap,
+    taps: nn::Taps,
+    noise: &'a mut NoiseSource,
 }
 
-/// The CIFAR-10 CNN of Tramèr & Boneh (and Papernot et al.), 550,570 parameters
-/// (`docs/reproduction/sa-dpsgd.md`, "Experimental setup"): [Conv3×3(p1) → act] × 2 per block with 32, 64 and 128
-/// channels, MaxPool(2, 2) after each block, Flatten(2048) → Linear(128) → act →
-/// Linear(10).
-pub fn cifar10_cnn(activation: Activation) -> Result<NetSpec> {
-    let act = activation.layer();
-    let conv = |out_channels| LayerSpec::Conv2d {
-        out_channels,
-        kernel: 3,
-        stride: 1,
-        padding: 1,
-    };
-    let pool = LayerSpec::MaxPool {
-        kernel: 2,
-        stride: 2,
-    };
-    let mut layers = Vec::new();
-    for channels in [32, 64, 128] {
-        layers.extend([conv(channels), act, conv(channels), act, pool]);
+impl<'a> Builder<'a> {
+    fn new(net: nn::Sequential, noise: &'a mut NoiseSource) -> Self {
+        Builder {
+            net,
+            varmap: VarMap::new(),
+            taps: nn::Taps::new(),
+            noise,
+        }
     }
-    layers.extend([
-        LayerSpec::Flatten,
-        LayerSpec::Linear { out_features: 128 },
-        act,
-        LayerSpec::Linear { out_features: 10 },
-    ]);
-    NetSpec::new(3, 32, 32, &layers)
+
+    fn vb(&self) -> nn::DpVarBuilder {
+        nn::DpVarBuilder::from_varmap(&self.varmap, &self.taps, &Device::Cpu).pp(self.net.len())
+    }
+
+    /// A convolution with bias, `kernel × kernel`.
+    fn conv2d(
+        mut self,
+        cin: usize,
+        cout: usize,
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Self> {
+        let config = Conv2dConfig {
+            stride,
+            padding,
+            ..Default::default()
+        };
+        let layer = nn::conv2d(cin, cout, kernel, config, self.vb())?;
+        torch_default_init(
+            layer.weight(),
+            layer.bias(),
+            cin * kernel * kernel,
+            self.noise,
+        )?;
+        self.net = self.net.conv2d(layer);
+        Ok(self)
+    }
+
+    /// A linear layer with bias.
+    fn linear(mut self, inputs: usize, outputs: usize) -> Result<Self> {
+        let layer = nn::linear(inputs, outputs, self.vb())?;
+        torch_default_init(layer.weight(), layer.bias(), inputs, self.noise)?;
+        self.net = self.net.linear(layer);
+        Ok(self)
+    }
+
+    /// A step without parameters.
+    fn then(mut self, step: impl FnOnce(nn::Sequential) -> nn::Sequential) -> Self {
+        self.net = step(self.net);
+        self
+    }
+
+    fn build(self) -> Result<Network> {
+        nn::ModuleClassifier::new(self.net, &self.varmap, &self.taps, &Device::Cpu)
+    }
+}
+
+/// PyTorch's default initialisation of a Conv2d or Linear: weight and bias
+/// U(−1/√fan_in, 1/√fan_in), the weight's values first in PyTorch's layout.
+fn torch_default_init(
+    weight: &Var,
+    bias: Option<&Var>,
+    fan_in: usize,
+    noise: &mut NoiseSource,
+) -> Result<()> {
+    let bound = 1.0 / (fan_in as f64).sqrt();
+    for var in std::iter::once(weight).chain(bias) {
+        let values: Vec<f32> = (0..var.elem_count())
+            .map(|_| ((2.0 * noise.uniform() - 1.0) * bound) as f32)
+            .collect();
+        var.set(&Tensor::from_vec(values, var.shape(), var.device())?)?;
+    }
+    Ok(())
+}
+
+/// The MNIST / Fashion-MNIST CNN of Tramèr & Boneh (and Papernot et al.), 26,010
+/// parameters (`docs/reproduction/sa-dpsgd.md`, "Experimental setup"): Conv(1→16, k8, s2,
+/// p2) → act → MaxPool(2, 1) → Conv(16→32, k4, s2) → act → MaxPool(2, 1) → Flatten(512) →
+/// Linear(32) → act → Linear(10), on flat 28 × 28 images.
+pub fn mnist_cnn(activation: Activation, noise: &mut NoiseSource) -> Result<Network> {
+    mnist_cnn_with_padding(activation, 2, noise)
 }
 
 /// The GDP paper's MNIST CNN (Bu et al. 2020; the authors' PyTorch twin of their TF
-/// model, `docs/reproduction/gdp.md`, "Experiment settings"): Conv(1→16, k8, s2, p3) → ReLU → MaxPool(2, 1) →
-/// Conv(16→32, k4, s2) → ReLU → MaxPool(2, 1) → Flatten(512) → Linear(32) → ReLU →
-/// Linear(10); 26,010 parameters. Feature maps 14 → 13 → 5 → 4, as TF's `'same'` padding.
-pub fn gdp_mnist_cnn() -> Result<NetSpec> {
-    let conv = |out_channels, kernel, padding| LayerSpec::Conv2d {
-        out_channels,
-        kernel,
-        stride: 2,
-        padding,
-    };
-    let pool = LayerSpec::MaxPool {
-        kernel: 2,
-        stride: 1,
-    };
-    NetSpec::new(
-        1,
-        28,
-        28,
-        &[
-            conv(16, 8, 3),
-            LayerSpec::Relu,
-            pool,
-            conv(32, 4, 0),
-            LayerSpec::Relu,
-            pool,
-            LayerSpec::Flatten,
-            LayerSpec::Linear { out_features: 32 },
-            LayerSpec::Relu,
-            LayerSpec::Linear { out_features: 10 },
-        ],
-    )
+/// model, `docs/reproduction/gdp.md`, "Experiment settings"): Conv(1→16, k8, s2, p3) → ReLU
+/// → MaxPool(2, 1) → Conv(16→32, k4, s2) → ReLU → MaxPool(2, 1) → Flatten(512) →
+/// Linear(32) → ReLU → Linear(10); 26,010 parameters. Feature maps 14 → 13 → 5 → 4, as
+/// TF's `'same'` padding.
+pub fn gdp_mnist_cnn(noise: &mut NoiseSource) -> Result<Network> {
+    mnist_cnn_with_padding(Activation::Relu, 3, noise)
+}
+
+/// The two MNIST CNNs, which differ in the first convolution's padding.
+fn mnist_cnn_with_padding(
+    activation: Activation,
+    padding: usize,
+    noise: &mut NoiseSource,
+) -> Result<Network> {
+    let act = |net| activation.apply(net);
+    Builder::new(nn::Sequential::images(1, 28, 28), noise)
+        .conv2d(1, 16, 8, 2, padding)?
+        .then(act)
+        .then(|net| net.max_pool2d(2, 1))
+        .conv2d(16, 32, 4, 2, 0)?
+        .then(act)
+        .then(|net| net.max_pool2d(2, 1).flatten())
+        .linear(32 * 4 * 4, 32)?
+        .then(act)
+        .linear(32, 10)?
+        .build()
+}
+
+/// The CIFAR-10 CNN of Tramèr & Boneh (and Papernot et al.), 550,570 parameters
+/// (`docs/reproduction/sa-dpsgd.md`, "Experimental setup"): [Conv3×3(p1) → act] × 2 per
+/// block with 32, 64 and 128 channels, MaxPool(2, 2) after each block, Flatten(2048) →
+/// Linear(128) → act → Linear(10), on flat 3 × 32 × 32 images.
+pub fn cifar10_cnn(activation: Activation, noise: &mut NoiseSource) -> Result<Network> {
+    let act = |net| activation.apply(net);
+    let mut builder = Builder::new(nn::Sequential::images(3, 32, 32), noise);
+    let mut channels = 3;
+    for width in [32, 64, 128] {
+        builder = builder
+            .conv2d(channels, width, 3, 1, 1)?
+            .then(act)
+            .conv2d(width, width, 3, 1, 1)?
+            .then(act)
+            .then(|net| net.max_pool2d(2, 2));
+        channels = width;
+    }
+    builder
+        .then(|net| net.flatten())
+        .linear(128 * 4 * 4, 128)?
+        .then(act)
+        .linear(128, 10)?
+        .build()
 }
 
 /// A multilayer perceptron on flat inputs: Linear → act for each hidden width, then a
@@ -137,105 +189,23 @@ pub fn mlp(
     hidden: &[usize],
     classes: usize,
     activation: Activation,
-) -> Result<NetSpec> {
-    let mut layers = Vec::new();
-    for &width in hidden {
-        layers.push(LayerSpec::Linear {
-            out_features: width,
-        });
-        layers.push(activation.layer());
+    noise: &mut NoiseSource,
+) -> Result<Network> {
+    let mut builder = Builder::new(nn::Sequential::new(), noise);
+    let mut width = inputs;
+    for &next in hidden {
+        builder = builder
+            .linear(width, next)?
+            .then(|net| activation.apply(net));
+        width = next;
     }
-    layers.push(LayerSpec::Linear {
-        out_features: classes,
-    });
-    NetSpec::new(inputs, 1, 1, &[&[LayerSpec::Flatten][..], &layers].concat())
-}
-
-/// Sets a layer's parameters to PyTorch-layout weights.
-fn set_layer(weight: &Var, bias: Option<&Var>, torch: &TorchLayer) -> Result<()> {
-    let (w, b) = torch.to_tensors(weight.device())?;
-    weight.set(&w)?;
-    bias.ok_or_else(|| Error::invalid_model("MNIST CNN", "a layer without bias"))?
-        .set(&b)?;
-    Ok(())
-}
-
-/// The MNIST CNN's four DP layers, with their `VarMap` and taps.
-struct MnistCnnLayers {
-    conv1: nn::Conv2d,
-    conv2: nn::Conv2d,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-    varmap: VarMap,
-    taps: nn::Taps,
-}
-
-/// [`MnistCnnLayers`] from PyTorch-layout weights.
-fn mnist_cnn_layers(weights: &[TorchLayer]) -> Result<MnistCnnLayers> {
-    if weights.len() != 4 {
-        return Err(Error::invalid_model(
-            "MNIST CNN weights",
-            format!(
-                "the MNIST CNN has 4 parametric layers, got {}",
-                weights.len()
-            ),
-        ));
-    }
-    let (varmap, taps, device) = (VarMap::new(), nn::Taps::new(), Device::Cpu);
-    let vb = nn::DpVarBuilder::from_varmap(&varmap, &taps, &device);
-    let conv = |stride, padding| candle_nn::Conv2dConfig {
-        stride,
-        padding,
-        ..Default::default()
-    };
-    let conv1 = nn::conv2d(1, 16, 8, conv(2, 2), vb.pp("conv1"))?;
-    let conv2 = nn::conv2d(16, 32, 4, conv(2, 0), vb.pp("conv2"))?;
-    let fc1 = nn::linear(32 * 4 * 4, 32, vb.pp("fc1"))?;
-    let fc2 = nn::linear(32, 10, vb.pp("fc2"))?;
-    set_layer(conv1.weight(), conv1.bias(), &weights[0])?;
-    set_layer(conv2.weight(), conv2.bias(), &weights[1])?;
-    set_layer(fc1.weight(), fc1.bias(), &weights[2])?;
-    set_layer(fc2.weight(), fc2.bias(), &weights[3])?;
-    Ok(MnistCnnLayers {
-        conv1,
-        conv2,
-        fc1,
-        fc2,
-        varmap,
-        taps,
-    })
-}
-
-/// The MNIST CNN of [`mnist_cnn`] written with the DP layers, as a user writes it: an
-/// [`nn::Sequential`] on flat (B, 784) images, from PyTorch-layout weights (for example
-/// `FusedModel::to_torch()`, so that both can run the same network). On the CPU it
-/// trains on the fused executor (the [`nn::ModuleClassifier`] chooses it).
-pub fn mnist_cnn_nn(
-    activation: Activation,
-    weights: &[TorchLayer],
-) -> Result<nn::ModuleClassifier<nn::Sequential>> {
-    let MnistCnnLayers {
-        conv1,
-        conv2,
-        fc1,
-        fc2,
-        varmap,
-        taps,
-    } = mnist_cnn_layers(weights)?;
-    let act = |net: nn::Sequential| match activation {
-        Activation::Tanh => net.tanh(),
-        Activation::Relu => net.relu(),
-    };
-    let net = act(nn::Sequential::images(1, 28, 28).conv2d(conv1)).max_pool2d(2, 1);
-    let net = act(net.conv2d(conv2)).max_pool2d(2, 1).flatten();
-    let net = act(net.linear(fc1)).linear(fc2);
-    nn::ModuleClassifier::new(net, &varmap, &taps, &Device::Cpu)
+    builder.linear(width, classes)?.build()
 }
 
 /// The GDP paper's Adult model: 123 binary features → Dense(16, ReLU) → Dense(2), 2,018
 /// parameters (`docs/reproduction/gdp.md`, "Experiment settings").
-pub fn adult_mlp() -> Result<NetSpec> {
-    mlp(123, &[16], 2, Activation::Relu)
+pub fn adult_mlp(noise: &mut NoiseSource) -> Result<Network> {
+    mlp(123, &[16], 2, Activation::Relu, noise)
 }
 
 /// Values uniform on (−bound, bound) from `noise`.
@@ -273,7 +243,7 @@ pub fn imdb_embedding_average(
     dim: usize,
     hidden: usize,
     noise: &mut NoiseSource,
-) -> Result<nn::ModuleClassifier<nn::Sequential>> {
+) -> Result<Network> {
     let (varmap, taps, device) = (VarMap::new(), nn::Taps::new(), Device::Cpu);
     let vb = nn::DpVarBuilder::from_varmap(&varmap, &taps, &device);
     let embedding = nn::embedding(num_words, dim, vb.pp("embedding"))?;

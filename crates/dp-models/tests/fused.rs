@@ -4,7 +4,6 @@ use candle_core::{Device, Tensor};
 use dp_mechanisms::NoiseSource;
 use dp_models::fused::{from_torch, FusedModel, LayerSpec, NetSpec};
 use dp_models::loss::cross_entropy;
-use dp_models::models::{mlp, mnist_cnn, Activation};
 use dp_models::ClipRule;
 
 use crate::reference::per_example;
@@ -26,20 +25,56 @@ fn relative_error(a: &[f32], b: &[f32]) -> f32 {
         / scale
 }
 
+/// The MNIST CNN of `dp_models::models::mnist_cnn` as a fused spec, `act` after each
+/// layer but the last.
+fn mnist_cnn(act: LayerSpec) -> dp_models::Result<NetSpec> {
+    let pool = LayerSpec::MaxPool {
+        kernel: 2,
+        stride: 1,
+    };
+    let conv = |out_channels, kernel, padding| LayerSpec::Conv2d {
+        out_channels,
+        kernel,
+        stride: 2,
+        padding,
+    };
+    let layers = [
+        conv(16, 8, 2),
+        act,
+        pool,
+        conv(32, 4, 0),
+        act,
+        pool,
+        LayerSpec::Flatten,
+        LayerSpec::Linear { out_features: 32 },
+        act,
+        LayerSpec::Linear { out_features: 10 },
+    ];
+    NetSpec::new(1, 28, 28, &layers)
+}
+
+/// A tanh MLP on flat inputs as a fused spec.
+fn mlp(inputs: usize, hidden: &[usize], classes: usize) -> dp_models::Result<NetSpec> {
+    let mut layers = vec![LayerSpec::Flatten];
+    for &width in hidden {
+        layers.extend([
+            LayerSpec::Linear {
+                out_features: width,
+            },
+            LayerSpec::Tanh,
+        ]);
+    }
+    layers.push(LayerSpec::Linear {
+        out_features: classes,
+    });
+    NetSpec::new(1, 1, inputs, &layers)
+}
+
 fn specs() -> Vec<(&'static str, NetSpec)> {
     vec![
-        (
-            "mnist-cnn-tanh",
-            mnist_cnn(Activation::Tanh).expect("valid"),
-        ),
-        (
-            "mnist-cnn-relu",
-            mnist_cnn(Activation::Relu).expect("valid"),
-        ),
-        (
-            "mlp",
-            mlp(20, &[16, 8], 10, Activation::Tanh).expect("valid"),
-        ),
+        ("mnist-cnn-tanh", mnist_cnn(LayerSpec::Tanh).expect("valid")),
+        ("mnist-cnn-relu", mnist_cnn(LayerSpec::Relu).expect("valid")),
+        ("mlp", mlp(20, &[16, 8], 10).expect("valid")),
         (
             "conv-avgpool-linear",
             NetSpec::new(
@@ -240,7 +275,7 @@ fn fused_per_sample_gradients_match_a_per_example_loop() -> Result<(), Box<dyn s
 #[test]
 fn mnist_cnn_has_26010_parameters_and_layouts_round_trip() -> Result<(), Box<dyn std::error::Error>>
 {
-    let spec = mnist_cnn(Activation::Tanh)?;
+    let spec = mnist_cnn(LayerSpec::Tanh)?;
     assert_eq!(spec.num_params(), 26_010);
     let model = FusedModel::new(spec.clone(), &mut NoiseSource::seeded(2))?;
     let torch = model.to_torch()?;
@@ -263,7 +298,7 @@ fn mnist_cnn_has_26010_parameters_and_layouts_round_trip() -> Result<(), Box<dyn
 /// The same seed gives the same weights and bit-identical sums, whatever the thread count.
 #[test]
 fn fused_steps_are_bit_reproducible() -> Result<(), Box<dyn std::error::Error>> {
-    let spec = mnist_cnn(Activation::Tanh)?;
+    let spec = mnist_cnn(LayerSpec::Tanh)?;
     let run =
         |threads: usize| -> Result<(Vec<f32>, Vec<f32>), Box<dyn std::error::Error + Send + Sync>> {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -340,7 +375,7 @@ fn invalid_networks_are_rejected() {
 
 #[test]
 fn safetensors_round_trip_in_pytorch_layout() -> Result<(), Box<dyn std::error::Error>> {
-    let spec = mnist_cnn(Activation::Tanh)?;
+    let spec = mnist_cnn(LayerSpec::Tanh)?;
     let model = FusedModel::new(spec.clone(), &mut NoiseSource::seeded(11))?;
     let path = std::env::temp_dir().join(format!("dp-models-{}.safetensors", std::process::id()));
     model.save_safetensors(&path)?;
@@ -351,7 +386,22 @@ fn safetensors_round_trip_in_pytorch_layout() -> Result<(), Box<dyn std::error::
     let loaded = FusedModel::load_safetensors(spec.clone(), &path)?;
     assert_eq!(loaded.theta_values()?, model.theta_values()?);
     // A file for another architecture is refused with a typed error.
-    assert!(FusedModel::load_safetensors(mlp(784, &[8], 10, Activation::Tanh)?, &path).is_err());
+    assert!(FusedModel::load_safetensors(mlp(784, &[8], 10)?, &path).is_err());
+    // The papers' network from the DP layers writes the same names and shapes.
+    let net = dp_models::models::mnist_cnn(
+        dp_models::models::Activation::Tanh,
+        &mut NoiseSource::seeded(11),
+    )?;
+    net.taps().state_dict().write(&path)?;
+    let ours = candle_core::safetensors::load(&path, &Device::Cpu)?;
+    let mut names: Vec<_> = ours.keys().collect();
+    names.sort();
+    let mut want: Vec<_> = tensors.keys().collect();
+    want.sort();
+    assert_eq!(names, want);
+    for (name, t) in &tensors {
+        assert_eq!(ours[name].dims(), t.dims(), "{name}");
+    }
     let _ = std::fs::remove_file(path);
     Ok(())
 }
@@ -359,7 +409,7 @@ fn safetensors_round_trip_in_pytorch_layout() -> Result<(), Box<dyn std::error::
 /// A backward whose batch does not match the last forward is an error, not a panic.
 #[test]
 fn mismatched_backward_is_an_error() -> Result<(), Box<dyn std::error::Error>> {
-    let spec = mlp(4, &[3], 10, Activation::Tanh)?;
+    let spec = mlp(4, &[3], 10)?;
     let model = FusedModel::new(spec, &mut NoiseSource::seeded(5))?;
     model.forward(&Tensor::zeros(
         (3, 4),
@@ -380,7 +430,8 @@ fn mismatched_backward_is_an_error() -> Result<(), Box<dyn std::error::Error>> {
 #[test]
 fn mnist_cnn_flops_per_sample() -> dp_models::Result<()> {
     use dp_models::models::{mnist_cnn, Activation};
-    let flops = mnist_cnn(Activation::Tanh)?.flops_per_sample();
+    let net = mnist_cnn(Activation::Tanh, &mut NoiseSource::seeded(1))?;
+    let flops = net.flops_per_sample().expect("the fused executor counts");
     let macs = [173_056u64, 204_800, 16_384, 320];
     let forward: u64 = macs.iter().map(|m| 2 * m).sum();
     let inputs: u64 = macs[1..].iter().map(|m| 2 * m).sum();

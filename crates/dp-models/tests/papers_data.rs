@@ -258,8 +258,13 @@ fn cifar10_fixture_in_the_binary_archive_format() {
         dp_models::data::load_cifar10(&empty),
         Err(Error::DataNotPresent { .. })
     ));
-    let spec = dp_models::models::cifar10_cnn(dp_models::models::Activation::Tanh).expect("cnn");
-    assert_eq!(spec.num_params(), 550_570);
+    let net = dp_models::models::cifar10_cnn(
+        dp_models::models::Activation::Tanh,
+        &mut dp_mechanisms::NoiseSource::seeded(0),
+    )
+    .expect("cnn");
+    assert_eq!(dp_models::PrivateModel::num_params(&net), 550_570);
+    assert_eq!(net.executor(), dp_models::nn::Executor::Fused);
 }
 
 fn brown_fixture() -> Vec<u8> {

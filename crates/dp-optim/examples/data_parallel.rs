@@ -14,7 +14,7 @@ use std::time::Instant;
 use dp_accounting::{AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::FusedModel;
+use dp_models::models::Network;
 use dp_models::models::{mlp, Activation};
 use dp_models::PrivateModel;
 use dp_optim::collective::{Collective, MpiWorld};
@@ -41,7 +41,7 @@ fn data() -> Dataset {
 
 fn engine(data: &Dataset) -> dp_optim::Result<PrivacyEngine> {
     let mut noise = NoiseSource::seeded(SEED);
-    let model = FusedModel::new(mlp(8, &[32], 2, Activation::Tanh)?, &mut noise)?;
+    let model = mlp(8, &[32], 2, Activation::Tanh, &mut noise)?;
     let config = TrainConfig {
         sampler: Sampler::Poisson {
             sampling_rate: 0.02,

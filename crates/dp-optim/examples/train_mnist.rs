@@ -6,10 +6,7 @@
 use dp_accounting::{AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::{
-    fused::FusedModel,
-    models::{mnist_cnn, Activation},
-};
+use dp_models::models::{mnist_cnn, Activation, Network};
 use dp_optim::{
     Clipping, Control, DpSgd, EpochSummary, GradientNormalisation, Observer, Optimizer,
     PrivacyConfig, PrivacyEngine, Sampler, TrainConfig, Trainer,
@@ -18,7 +15,7 @@ use dp_optim::{
 fn main() -> dp_optim::Result<()> {
     let (train, test) = dp_models::data::mnist()?;
     let mut noise = NoiseSource::os_seeded()?;
-    let model = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    let model = mnist_cnn(Activation::Tanh, &mut noise)?;
     let privacy = PrivacyConfig {
         noise_multiplier: 1.23,
         max_grad_norm: 0.1,
@@ -67,7 +64,7 @@ struct EveryEpoch<'a> {
     test: &'a Dataset,
 }
 
-impl Observer<FusedModel, DpSgd> for EveryEpoch<'_> {
+impl Observer<Network, DpSgd> for EveryEpoch<'_> {
     fn epoch_done(
         &mut self,
         engine: &PrivacyEngine,

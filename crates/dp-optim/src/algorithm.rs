@@ -1,6 +1,6 @@
 //! The seam between the engine and the algorithms trained with it.
 
-use dp_models::fused::FusedModel;
+use dp_models::models::Network;
 use dp_models::PrivateModel;
 
 use crate::collective::Collective;
@@ -24,7 +24,7 @@ use crate::error::Result;
 /// [`crate::dpd::DpdTraining`] (dropout-as-noise SGLD) and
 /// [`crate::dpd::GaussianDropout`] (the non-private weight-dropout baseline) and
 /// [`crate::SparseDpSgd`] (noise only on privately selected coordinates).
-pub trait Algorithm<M: PrivateModel = FusedModel> {
+pub trait Algorithm<M: PrivateModel = Network> {
     /// One iteration on `data`.
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &M::Data) -> Result<StepReport>;
 }

@@ -16,7 +16,7 @@
 use dp_accounting::{one_run_epsilon_lower_bound, AuditOutcome};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::{FusedModel, LayerSpec, NetSpec};
+use dp_models::models::{mlp, Activation, Network};
 use dp_models::Classifier;
 use serde::{Deserialize, Serialize};
 
@@ -177,19 +177,14 @@ impl CanaryAudit {
     }
 
     /// The linear model the audit trains (softmax regression on every coordinate).
-    pub fn model(&self, noise: &mut NoiseSource) -> Result<FusedModel> {
-        let spec = NetSpec::new(
-            1,
-            1,
+    pub fn model(&self, noise: &mut NoiseSource) -> Result<Network> {
+        Ok(mlp(
             self.width(),
-            &[
-                LayerSpec::Flatten,
-                LayerSpec::Linear {
-                    out_features: self.classes,
-                },
-            ],
-        )?;
-        Ok(FusedModel::new(spec, noise)?)
+            &[],
+            self.classes,
+            Activation::Relu,
+            noise,
+        )?)
     }
 
     /// Each canary's score: how much the model moved its label's margin over the other
@@ -215,7 +210,7 @@ impl CanaryAudit {
             .collect()
     }
 
-    fn canary_logits(&self, model: &FusedModel) -> Result<Vec<f32>> {
+    fn canary_logits(&self, model: &Network) -> Result<Vec<f32>> {
         let mut inputs: Vec<f32> = (0..self.canaries)
             .flat_map(|j| self.canary_input(j))
             .collect();

@@ -7,7 +7,7 @@
 use dp_accounting::{Accountant, BudgetFilter, DynAccountant, Ledger};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::FusedModel;
+use dp_models::models::Network;
 use dp_models::{Classifier, PrivateModel, TrainingData};
 use serde::{Deserialize, Serialize};
 
@@ -45,7 +45,7 @@ pub struct StepReport {
     pub nonfinite_gradients: usize,
 }
 
-/// Trains a fused model with DP-SGD / DP-Adam.
+/// Trains a model with DP-SGD / DP-Adam.
 ///
 /// Fail-closed by construction: the model's clipped sum must cover every parameter, noise
 /// is added to all of it, and `step` checks both before touching θ. Non-finite
@@ -55,7 +55,7 @@ pub struct StepReport {
 /// event would take ε past the budget, or that the accountant cannot compose, changes
 /// nothing. Every other charge ([`charge`](Self::charge): SA-DPSGD's acceptance tests,
 /// resumed steps in the replayed ledger) goes through the same filter.
-pub struct PrivacyEngine<M: PrivateModel = FusedModel> {
+pub struct PrivacyEngine<M: PrivateModel = Network> {
     model: M,
     config: TrainConfig,
     dataset_size: usize,

@@ -1,7 +1,6 @@
 //! SA-DPSGD: the acceptance rule, undoing rejected updates, and its two accountants.
 
 use dp_mechanisms::NoiseSource;
-use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
 use dp_models::PrivateModel;
 use dp_optim::annealing::{
@@ -55,7 +54,7 @@ fn rejected_updates_are_undone_and_every_iteration_is_charged() -> dp_optim::Res
     let n = 300;
     let data = super::toy_data(n, &mut NoiseSource::seeded(4));
     let mut noise = NoiseSource::seeded(12);
-    let model = FusedModel::new(mlp(8, &[8], 2, Activation::Tanh)?, &mut noise)?;
+    let model = mlp(8, &[8], 2, Activation::Tanh, &mut noise)?;
     let training = dp_optim::gdp::NoisyTraining {
         sampling_rate: 0.1,
         noise_multiplier: 4.0, // loud noise: many uphill updates
@@ -169,7 +168,7 @@ fn privatised_acceptance_is_charged_and_sound() -> dp_optim::Result<()> {
     let n = 300;
     let data = super::toy_data(n, &mut NoiseSource::seeded(8));
     let mut noise = NoiseSource::seeded(13);
-    let model = FusedModel::new(mlp(8, &[8], 2, Activation::Tanh)?, &mut noise)?;
+    let model = mlp(8, &[8], 2, Activation::Tanh, &mut noise)?;
     let mut config = dp_optim::gdp::NoisyTraining {
         sampling_rate: 0.1,
         noise_multiplier: 1.5,

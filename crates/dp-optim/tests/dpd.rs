@@ -3,7 +3,6 @@
 
 use dp_accounting::{Accountant, AccountantKind, Amplification, OrderGrid};
 use dp_mechanisms::NoiseSource;
-use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
 use dp_models::PrivateModel;
 use dp_optim::dpd::{
@@ -225,7 +224,7 @@ fn the_ledger_records_the_noise_actually_added() -> dp_optim::Result<()> {
     let data = toy_data(200, &mut noise);
     for placement in [NoisePlacement::ClippedSum, NoisePlacement::ParameterUpdate] {
         let mut training = dpd(placement, 1.5);
-        let model = FusedModel::new(mlp(8, &[16], 2, Activation::Tanh)?, &mut noise)?;
+        let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
         let mut engine = PrivacyEngine::new(
             model,
             training.train_config()?,
@@ -264,13 +263,12 @@ fn the_ledger_records_the_noise_actually_added() -> dp_optim::Result<()> {
 fn the_gaussian_prior_shrinks_the_weights() -> dp_optim::Result<()> {
     let mut noise = NoiseSource::seeded(5);
     let data = toy_data(100, &mut noise);
-    let spec = mlp(8, &[4], 2, Activation::Tanh)?;
     let run = |prior_precision: f64| -> dp_optim::Result<Vec<f32>> {
         let mut training = DpdTraining {
             prior_precision,
             ..dpd(NoisePlacement::ClippedSum, 1.0)
         };
-        let model = FusedModel::new(spec.clone(), &mut NoiseSource::seeded(6))?;
+        let model = mlp(8, &[4], 2, Activation::Tanh, &mut NoiseSource::seeded(6))?;
         let mut engine = PrivacyEngine::new(
             model,
             training.train_config()?,
@@ -289,8 +287,11 @@ fn the_gaussian_prior_shrinks_the_weights() -> dp_optim::Result<()> {
 }
 
 fn non_private_engine(data_len: usize, seed: u64) -> dp_optim::Result<PrivacyEngine> {
-    let model = FusedModel::new(
-        mlp(8, &[16], 2, Activation::Tanh)?,
+    let model = mlp(
+        8,
+        &[16],
+        2,
+        Activation::Tanh,
         &mut NoiseSource::seeded(seed),
     )?;
     let config = TrainConfig {
@@ -323,7 +324,7 @@ fn gaussian_dropout_baseline() -> dp_optim::Result<()> {
         assert!(p.iter().all(|v| v.is_finite()));
     }
     let training = dpd(NoisePlacement::ClippedSum, 1.0);
-    let model = FusedModel::new(mlp(8, &[16], 2, Activation::Tanh)?, &mut noise)?;
+    let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
     let mut private = PrivacyEngine::new(
         model,
         training.train_config()?,

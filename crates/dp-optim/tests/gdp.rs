@@ -3,7 +3,6 @@
 
 use dp_accounting::Accountant;
 use dp_mechanisms::NoiseSource;
-use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, Activation};
 use dp_models::PrivateModel;
 use dp_optim::gdp::{
@@ -94,7 +93,7 @@ fn realised_batch_normalisation_divides_by_the_drawn_batch() -> dp_optim::Result
             normalisation,
         };
         let mut noise = NoiseSource::seeded(9);
-        let model = FusedModel::new(mlp(8, &[4], 2, Activation::Tanh)?, &mut noise)?;
+        let model = mlp(8, &[4], 2, Activation::Tanh, &mut noise)?;
         let before = model.parameters()?;
         let mut engine = PrivacyEngine::new(model, training.noisy_sgd(0.1)?, n, noise)?;
         let report = engine.step(&data)?;

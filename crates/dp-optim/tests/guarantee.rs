@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use dp_accounting::{AccountantKind, DpEvent};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::FusedModel;
+use dp_models::models::Network;
 use dp_models::models::{mlp, Activation};
 use dp_models::ClipRule;
 use dp_models::{ClippedGradient, PrivateModel};
@@ -40,7 +40,7 @@ fn engine_with(
     config: TrainConfig,
     data: &Dataset,
 ) -> dp_optim::Result<PrivacyEngine> {
-    let model = FusedModel::new(mlp(8, &[16], 2, Activation::Tanh)?, &mut noise)?;
+    let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
     PrivacyEngine::new(model, config, data.len(), noise)
 }
 
@@ -162,7 +162,7 @@ fn a_resume_refuses_a_changed_run_and_names_the_setting() -> dp_optim::Result<()
     assert_eq!(refused(batch, &saved)?, "sampling");
     let mut other_model = {
         let mut n = noise();
-        let model = FusedModel::new(mlp(8, &[32], 2, Activation::Tanh)?, &mut n)?;
+        let model = mlp(8, &[32], 2, Activation::Tanh, &mut n)?;
         PrivacyEngine::new(model, config(Some(private(None))), data.len(), n)?
     };
     assert_eq!(field_of(other_model.restore(&saved)), "model");
@@ -314,7 +314,7 @@ fn a_failing_charge_releases_nothing() -> dp_optim::Result<()> {
 }
 
 /// A model whose clipped sum misses a parameter is refused before anything is charged.
-struct Short(FusedModel);
+struct Short(Network);
 
 impl PrivateModel for Short {
     type Data = dp_models::data::Dataset;
@@ -344,10 +344,7 @@ impl PrivateModel for Short {
 fn the_clipped_sum_must_cover_every_parameter() -> dp_optim::Result<()> {
     let data = data();
     let mut noise = NoiseSource::seeded(10);
-    let model = Short(FusedModel::new(
-        mlp(8, &[16], 2, Activation::Tanh)?,
-        &mut noise,
-    )?);
+    let model = Short(mlp(8, &[16], 2, Activation::Tanh, &mut noise)?);
     let mut e = PrivacyEngine::new(model, config(Some(private(None))), data.len(), noise)?;
     let theta = e.model().parameters()?;
     assert!(matches!(e.step(&data), Err(Error::UnprotectedParameter(_))));

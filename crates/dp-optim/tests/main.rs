@@ -4,8 +4,8 @@
 use dp_accounting::{AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::FusedModel;
 use dp_models::models::{mlp, mnist_cnn, Activation};
+use dp_models::PrivateModel;
 mod annealing;
 mod audit;
 mod device;
@@ -69,7 +69,7 @@ fn engine(
     data: &Dataset,
 ) -> dp_optim::Result<PrivacyEngine> {
     let mut noise = NoiseSource::seeded(seed);
-    let model = FusedModel::new(mlp(8, &[16], 2, Activation::Tanh)?, &mut noise)?;
+    let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
     let config = TrainConfig {
         sampler,
         privacy,
@@ -168,10 +168,10 @@ fn empty_poisson_batch_is_a_noise_only_step() -> dp_optim::Result<()> {
         Some(private(None)),
         &data,
     )?;
-    let before = e.model().theta_values()?;
+    let before = e.model().parameters()?;
     let report = e.step(&data)?;
     assert_eq!(report.batch_size, 0);
-    let after = e.model().theta_values()?;
+    let after = e.model().parameters()?;
     assert!(
         before.iter().zip(&after).all(|(a, b)| a != b),
         "noise moves every parameter"
@@ -223,7 +223,7 @@ fn seeded_training_is_bit_reproducible_and_checkpoints_resume() -> dp_optim::Res
     };
     let a = run(6)?;
     let b = run(6)?;
-    assert_eq!(a.model().theta_values()?, b.model().theta_values()?);
+    assert_eq!(a.model().parameters()?, b.model().parameters()?);
 
     // Save after 3 steps, resume in a fresh engine, and land on the same state as 6 steps.
     let three = run(3)?;
@@ -259,7 +259,7 @@ fn seeded_training_is_bit_reproducible_and_checkpoints_resume() -> dp_optim::Res
     for _ in 0..3 {
         resumed.step(&data)?;
     }
-    assert_eq!(resumed.model().theta_values()?, a.model().theta_values()?);
+    assert_eq!(resumed.model().parameters()?, a.model().parameters()?);
     assert_eq!(resumed.epsilon()?, a.epsilon()?);
     let _ = std::fs::remove_file(path);
     Ok(())
@@ -272,18 +272,17 @@ fn seeded_training_is_bit_reproducible_and_checkpoints_resume() -> dp_optim::Res
 #[test]
 fn mnist_one_epoch_smoke() -> dp_optim::Result<()> {
     let mut noise = NoiseSource::seeded(1);
-    let model = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
+    let model = mnist_cnn(Activation::Tanh, &mut noise)?;
     one_mnist_epoch(model, noise, "fused")
 }
 
-/// The same epoch on the DP-layer CNN's staged executor (its CPU direct backward, in
-/// 256-sample chunks): the same initial weights, the same bar.
+/// The same epoch on the CNN's staged executor (its CPU direct backward, in 256-sample
+/// chunks) instead of the fused one: the same initial weights, the same bar.
 #[test]
 fn mnist_one_epoch_smoke_on_the_staged_executor() -> dp_optim::Result<()> {
     let mut noise = NoiseSource::seeded(1);
-    let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
-    let model = dp_models::models::mnist_cnn_nn(Activation::Tanh, &fused.to_torch()?)?
-        .with_executor(dp_models::nn::Executor::Staged)?;
+    let model =
+        mnist_cnn(Activation::Tanh, &mut noise)?.with_executor(dp_models::nn::Executor::Staged)?;
     one_mnist_epoch(model, noise, "staged")
 }
 
@@ -349,10 +348,7 @@ fn physical_batches_sum_to_the_logical_batch() -> dp_optim::Result<()> {
         let (a, b) = (whole.step(&data)?, sliced.step(&data)?);
         assert_eq!(a.batch_size, b.batch_size);
     }
-    let (x, y) = (
-        whole.model().theta_values()?,
-        sliced.model().theta_values()?,
-    );
+    let (x, y) = (whole.model().parameters()?, sliced.model().parameters()?);
     let max_diff = x
         .iter()
         .zip(&y)
@@ -552,7 +548,7 @@ fn shuffled_epochs_cover_every_record_and_are_charged_per_epoch() -> dp_optim::R
     for _ in 0..4 {
         resumed.step(&data)?;
     }
-    assert_eq!(resumed.model().theta_values()?, e.model().theta_values()?);
+    assert_eq!(resumed.model().parameters()?, e.model().parameters()?);
     assert_eq!(resumed.epsilon()?, e.epsilon()?);
     let _ = std::fs::remove_file(path);
     Ok(())

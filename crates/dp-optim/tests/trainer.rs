@@ -3,7 +3,7 @@
 
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::FusedModel;
+use dp_models::models::Network;
 use dp_optim::{
     Algorithm, CheckpointDir, Control, DpSgd, EpochSummary, Error, Observer, PrivacyEngine,
     Sampler, StepReport, Trainer,
@@ -20,7 +20,7 @@ struct Recorder<'a> {
     stop_after: Option<u64>,
 }
 
-impl Observer<FusedModel, DpSgd> for Recorder<'_> {
+impl Observer<Network, DpSgd> for Recorder<'_> {
     fn step_done(
         &mut self,
         _: &PrivacyEngine,

@@ -27,7 +27,7 @@ pub fn gemm_gflops(n: usize) -> Result<f64> {
 
 /// Achieved GFLOP/s of the private step (the network's forward and DP backward per
 /// sample, `Flops`) against the machine's practical peak ([`gemm_gflops`]).
-pub fn report_flops(samples_per_s: f64, flops: dp_models::fused::Flops) -> Result<()> {
+pub fn report_flops(samples_per_s: f64, flops: dp_models::nn::Flops) -> Result<()> {
     let achieved = samples_per_s * flops.total() as f64 / 1e9;
     let peak = gemm_gflops(2048)?;
     println!(

@@ -14,8 +14,7 @@ use anyhow::{bail, Context, Result};
 use dp_accounting::{AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::fused::FusedModel;
-use dp_models::models::{mnist_cnn, Activation};
+use dp_models::models::{mnist_cnn, Activation, Network};
 use dp_optim::collective::Collective;
 use dp_optim::{
     CheckpointDir, Clipping, Control, DistributedDpSgd, DpSgd, EpochSummary, GradientNormalisation,
@@ -83,9 +82,9 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         }
         None => NoiseSource::os_seeded()?,
     };
-    let spec = match args.model {
-        ModelChoice::MnistCnn => mnist_cnn(Activation::Tanh)?,
-        ModelChoice::MnistCnnRelu => mnist_cnn(Activation::Relu)?,
+    let activation = match args.model {
+        ModelChoice::MnistCnn => Activation::Tanh,
+        ModelChoice::MnistCnnRelu => Activation::Relu,
     };
     let config = TrainConfig {
         sampler,
@@ -93,7 +92,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         optimizer: optimizer(args),
         normalisation: GradientNormalisation::ExpectedBatchSize,
     };
-    let model = FusedModel::new(spec, &mut noise)?;
+    let model = mnist_cnn(activation, &mut noise)?;
     let mut engine = PrivacyEngine::new(model, config, n, noise)?;
     if let Some(size) = args.physical_batch_size {
         engine.set_physical_batch_size(size)?;
@@ -117,13 +116,18 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         return Ok(String::new());
     }
     if let Some(path) = &args.save_weights {
-        engine.model().save_safetensors(path).map_err(|e| {
-            anyhow::anyhow!(
-                "--save-weights ({}) could not be written: {}",
-                path.display(),
-                root_cause(&e)
-            )
-        })?;
+        engine
+            .model()
+            .taps()
+            .state_dict()
+            .write(path)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "--save-weights ({}) could not be written: {}",
+                    path.display(),
+                    root_cause(&e)
+                )
+            })?;
     }
     trained.render(args, &engine, &test)
 }
@@ -329,7 +333,7 @@ struct EpochLines<'a> {
     quiet: bool,
 }
 
-impl<A> Observer<FusedModel, A> for EpochLines<'_> {
+impl<A> Observer<Network, A> for EpochLines<'_> {
     fn step_done(&mut self, _: &PrivacyEngine, _: &A, _: &StepReport) -> dp_optim::Result<Control> {
         self.progress.inc(1);
         self.trained.interrupted_by = self.interrupt.signal();

@@ -28,6 +28,8 @@ pub struct ModuleClassifier<M> {
     device: Device,
     method: NormMethod,
     route: Route,
+    /// The module's steps where the library can see them (a [`Sequential`](super::Sequential)).
+    steps: Option<String>,
 }
 
 impl<M: Module + 'static> ModuleClassifier<M> {
@@ -36,6 +38,9 @@ impl<M: Module + 'static> ModuleClassifier<M> {
         taps.check_covers(varmap)?;
         Ok(ModuleClassifier {
             route: Route::plan(&module, taps, device, None)?,
+            steps: (&module as &dyn std::any::Any)
+                .downcast_ref::<super::Sequential>()
+                .map(|net| format!("{net:?}")),
             module,
             taps: taps.clone(),
             device: device.clone(),
@@ -53,6 +58,13 @@ impl<M: Module + 'static> ModuleClassifier<M> {
     /// The executor that computes this model's private gradients.
     pub fn executor(&self) -> Executor {
         self.route.executor()
+    }
+
+    /// The floating-point operations of one sample's forward and private backward, as
+    /// the fused executor counts them (its convolutions' and linear layers'
+    /// multiply-adds), where that executor runs the model.
+    pub fn flops_per_sample(&self) -> Option<super::Flops> {
+        self.route.flops_per_sample()
     }
 
     /// The module.
@@ -122,7 +134,10 @@ impl<M: Module + 'static> PrivateModel for ModuleClassifier<M> {
     }
 
     fn architecture(&self) -> String {
-        self.taps.architecture()
+        match &self.steps {
+            Some(steps) => format!("{steps} {}", self.taps.architecture()),
+            None => self.taps.architecture(),
+        }
     }
 
     fn device_parameters(&self) -> Option<Vec<Var>> {

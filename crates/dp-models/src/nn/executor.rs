@@ -141,6 +141,14 @@ impl Route {
         }
     }
 
+    /// The fused executor's count of floating-point operations per sample, on that route.
+    pub(crate) fn flops_per_sample(&self) -> Option<crate::fused::Flops> {
+        match self {
+            Route::Fused(route) => Some(route.flops_per_sample()),
+            Route::Staged(_) | Route::General => None,
+        }
+    }
+
     /// Logits of flat inputs `x`, where this route computes them.
     pub(crate) fn logits(&self, taps: &Taps, x: &Tensor) -> Option<Result<Vec<f32>>> {
         match self {

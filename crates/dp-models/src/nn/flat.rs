@@ -32,6 +32,33 @@ impl Taps {
         crate::flat::set_vars(&self.vars(), theta)
     }
 
+    /// Where each layer's parameters sit in the flat vector: one range per run of
+    /// consecutive parameters of one owner (a layer's names share its prefix, so its
+    /// parameters are one run), in flat order.
+    pub fn layer_ranges(&self) -> Vec<std::ops::Range<usize>> {
+        let mut ranges: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+        let mut end = 0;
+        for p in self.params() {
+            let start = end;
+            end += p.var.as_tensor().elem_count();
+            match ranges.last_mut() {
+                Some((owner, range)) if *owner == p.owner => range.end = end,
+                _ => ranges.push((p.owner, start..end)),
+            }
+        }
+        ranges.into_iter().map(|(_, range)| range).collect()
+    }
+
+    /// The parameters by name, as a [`StateDict`](super::StateDict) (to save, or to load
+    /// into another network).
+    pub fn state_dict(&self) -> super::StateDict {
+        super::StateDict::from_tensors(
+            self.params()
+                .into_iter()
+                .map(|p| (p.name, p.var.as_tensor().clone())),
+        )
+    }
+
     /// A description of the parameters (names and shapes), for checkpoint fingerprints.
     pub fn architecture(&self) -> String {
         self.params()

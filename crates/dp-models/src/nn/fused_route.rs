@@ -16,7 +16,7 @@ use super::executor::{check_step, check_unchanged, layer_slots};
 use super::sequential::{Sequential, Step};
 use super::taps::Taps;
 use crate::error::Result;
-use crate::fused::{from_torch, to_torch, FusedModel, LayerSpec, NetSpec, TorchLayer};
+use crate::fused::{from_torch, to_torch, Flops, FusedModel, LayerSpec, NetSpec, TorchLayer};
 use crate::private_model::{Classifier, ClippedGradient};
 use crate::staged::DpLayer;
 use crate::ClipRule;
@@ -79,6 +79,11 @@ impl FusedRoute {
             .theta()
             .set(&Tensor::from_vec(internal, n, &Device::Cpu)?)?;
         Ok(())
+    }
+
+    /// The executor's count of floating-point operations per sample.
+    pub(crate) fn flops_per_sample(&self) -> Flops {
+        self.model.spec().flops_per_sample()
     }
 
     /// Logits of flat inputs `x` at the taps' θ.

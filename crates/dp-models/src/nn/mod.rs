@@ -70,6 +70,7 @@ mod transformer;
 mod unfold;
 mod var_builder;
 
+pub use crate::fused::Flops;
 pub use attention::MultiHeadAttention;
 pub use classifier::ModuleClassifier;
 pub(crate) use contribution::{clipped_sum, per_sample, squared_norms};

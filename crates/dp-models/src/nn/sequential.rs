@@ -155,6 +155,38 @@ impl Sequential {
     }
 }
 
+/// The steps, for checkpoint fingerprints: two stacks with the same parameters but
+/// another activation, pooling or convolution geometry describe differently.
+impl std::fmt::Debug for Sequential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let steps: Vec<String> = self.steps.iter().map(Step::describe).collect();
+        f.debug_struct("Sequential")
+            .field("image", &self.image)
+            .field("steps", &steps)
+            .finish()
+    }
+}
+
+impl Step {
+    fn describe(&self) -> String {
+        match self {
+            Step::Embedding(_) => "embedding".into(),
+            Step::Conv2d(layer) => {
+                let c = layer.config();
+                format!("conv2d(stride {}, padding {})", c.stride, c.padding)
+            }
+            Step::Linear(_) => "linear".into(),
+            Step::Tanh => "tanh".into(),
+            Step::Relu => "relu".into(),
+            Step::MaxPool { kernel, stride } => format!("max_pool2d({kernel}, {stride})"),
+            Step::AvgPool { kernel, stride } => format!("avg_pool2d({kernel}, {stride})"),
+            Step::Flatten => "flatten".into(),
+            Step::MeanOverTime => "mean_over_time".into(),
+            Step::Module(_) => "module".into(),
+        }
+    }
+}
+
 impl Module for Sequential {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let mut x = match self.image {

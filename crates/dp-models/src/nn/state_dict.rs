@@ -47,6 +47,18 @@ impl StateDict {
         })
     }
 
+    /// Writes the tensors as a safetensors file, which PyTorch reads with
+    /// `safetensors.torch.load_file(path)` (and [`read`](Self::read) reads back).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let tensors: std::collections::HashMap<&str, Tensor> = self
+            .tensors
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        candle_core::safetensors::save(&tensors, path)?;
+        Ok(())
+    }
+
     /// From tensors already in memory.
     pub fn from_tensors(tensors: impl IntoIterator<Item = (String, Tensor)>) -> Self {
         StateDict {

@@ -8,9 +8,9 @@ use dp_mechanisms::NoiseSource;
 
 use super::tape::{Tape, TapeEntry};
 use super::{DpLayer, Stage, StagedModel};
-use crate::fused::FusedModel;
-use crate::models::{mlp, mnist_cnn, Activation};
-use crate::{nn, Classifier, ClipRule};
+use crate::fused::TorchLayer;
+use crate::models::{mlp, mnist_cnn, Activation, Network};
+use crate::{nn, Classifier, ClipRule, PrivateModel};
 
 fn random(noise: &mut NoiseSource, shape: &[usize], scale: f64) -> Tensor {
     let n: usize = shape.iter().product();
@@ -94,7 +94,7 @@ fn assert_same_per_sample(a: &[Tensor], b: &[Tensor], what: &str) {
 /// The staged executor and the fused tier (same weights) give the same per-example losses,
 /// squared norms and clipped sums, within 1e-5 relative.
 fn assert_tiers_agree(
-    fused: &FusedModel,
+    fused: &Network,
     auto: &StagedModel,
     x: &Tensor,
     labels: &[u32],
@@ -109,9 +109,8 @@ fn assert_tiers_agree(
     for (x, y) in a.squared_norms.iter().zip(&f.squared_norms) {
         assert!(within_the_ghost_bound(*x, *y), "{what}: norm {x} vs {y}");
     }
-    // Fused θ is internal layout: compare through the PyTorch layout.
-    let fused_sum = crate::fused::to_torch(fused.spec(), &f.sum);
-    for (i, layer) in fused_sum.iter().enumerate() {
+    // The network's θ is in name order: compare layer by layer.
+    for (i, layer) in torch_layers(fused, &f.sum)?.iter().enumerate() {
         let (w, b) = layer.to_tensors(&Device::Cpu)?;
         let (ew, eb) = (
             relative_error(&a.clipped_sums[2 * i], &w),
@@ -123,6 +122,44 @@ fn assert_tiers_agree(
         );
     }
     Ok(())
+}
+
+/// `flat` (in the network's θ order) as PyTorch layers in stack order: weight and bias
+/// of each layer, the layers by their index in the `Sequential`.
+fn torch_layers(net: &Network, flat: &[f32]) -> crate::Result<Vec<TorchLayer>> {
+    let mut params = Vec::new();
+    let mut start = 0;
+    for p in net.taps().params() {
+        let len = p.var.as_tensor().elem_count();
+        let index: usize = p.owner.parse().expect("a Sequential index");
+        params.push((
+            index,
+            p.name,
+            p.var.dims().to_vec(),
+            flat[start..start + len].to_vec(),
+        ));
+        start += len;
+    }
+    params.sort_by_key(|(index, ..)| *index);
+    let mut layers = Vec::new();
+    for pair in params.chunks(2) {
+        let (weight, bias) = match pair {
+            [a, b] if a.1.ends_with("weight") => (a, b),
+            [a, b] => (b, a),
+            _ => unreachable!("every layer has a weight and a bias"),
+        };
+        layers.push(TorchLayer {
+            weight: weight.3.clone(),
+            weight_shape: weight.2.clone(),
+            bias: bias.3.clone(),
+        });
+    }
+    Ok(layers)
+}
+
+/// The network's weights as PyTorch layers in stack order.
+fn weights(net: &Network) -> crate::Result<Vec<TorchLayer>> {
+    torch_layers(net, &net.parameters()?)
 }
 
 /// Gradients of one example's loss w.r.t. every var, by plain autograd (no probes).
@@ -148,7 +185,7 @@ fn per_example(model: &StagedModel, x: &Tensor, y: u32) -> Vec<Tensor> {
 }
 
 /// The MNIST CNN of [`mnist_cnn`] as stages, from PyTorch-layout weights.
-fn mnist_cnn_stages(activation: Activation, torch: &[crate::fused::TorchLayer]) -> StagedModel {
+fn mnist_cnn_stages(activation: Activation, torch: &[TorchLayer]) -> StagedModel {
     let vb =
         nn::DpVarBuilder::from_varmap(&candle_nn::VarMap::new(), &nn::Taps::new(), &Device::Cpu);
     let conv = |stride, padding| candle_nn::Conv2dConfig {
@@ -205,7 +242,7 @@ fn mnist_cnn_stages(activation: Activation, torch: &[crate::fused::TorchLayer]) 
 #[test]
 fn the_mnist_cnn_matches_a_per_example_loop() -> Result<(), Box<dyn std::error::Error>> {
     let mut noise = NoiseSource::seeded(1);
-    let torch = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?.to_torch()?;
+    let torch = weights(&mnist_cnn(Activation::Tanh, &mut noise)?)?;
     let model = mnist_cnn_stages(Activation::Tanh, &torch);
     let x = random(&mut noise, &[3, 784], 1.0).affine(0.5, 0.5)?;
     let labels = [4u32, 0, 9];
@@ -256,9 +293,8 @@ fn the_mnist_cnn_matches_a_per_example_loop() -> Result<(), Box<dyn std::error::
 /// norms and clipped sums on both.
 #[test]
 fn the_staged_and_fused_executors_agree() -> Result<(), Box<dyn std::error::Error>> {
-    let spec = mlp(6, &[5], 10, Activation::Tanh)?;
-    let fused = FusedModel::new(spec, &mut NoiseSource::seeded(2))?;
-    let torch = fused.to_torch()?;
+    let fused = mlp(6, &[5], 10, Activation::Tanh, &mut NoiseSource::seeded(2))?;
+    let torch = weights(&fused)?;
     let linear = |i: usize| -> Result<Box<dyn DpLayer>, Box<dyn std::error::Error>> {
         let (w, b) = torch[i].to_tensors(&Device::Cpu)?;
         Ok(Box::new(dense(w, b)?))
@@ -343,8 +379,8 @@ fn a_parameter_left_out_of_clipping_fails_the_step() -> Result<(), Box<dyn std::
 fn both_executors_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Error>> {
     for activation in [Activation::Tanh, Activation::Relu] {
         let mut noise = NoiseSource::seeded(31);
-        let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-        let auto = mnist_cnn_stages(activation, &fused.to_torch()?);
+        let fused = mnist_cnn(activation, &mut noise)?;
+        let auto = mnist_cnn_stages(activation, &weights(&fused)?);
         let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![0, 3, 5, 7, 9, 1];
         let rule = ClipRule::Flat { max_norm: 0.5 };
@@ -367,9 +403,9 @@ fn both_executors_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Err
 fn direct_backward_matches_candles_backward() -> Result<(), Box<dyn std::error::Error>> {
     for activation in [Activation::Tanh, Activation::Relu] {
         let mut noise = NoiseSource::seeded(33);
-        let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-        let direct = mnist_cnn_stages(activation, &fused.to_torch()?);
-        let candle = mnist_cnn_stages(activation, &fused.to_torch()?).with_candle_backward();
+        let fused = mnist_cnn(activation, &mut noise)?;
+        let direct = mnist_cnn_stages(activation, &weights(&fused)?);
+        let candle = mnist_cnn_stages(activation, &weights(&fused)?).with_candle_backward();
         let x = random(&mut noise, &[7, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![1, 3, 5, 7, 9, 0, 2];
         for rule in [
@@ -396,10 +432,10 @@ fn direct_backward_matches_candles_backward() -> Result<(), Box<dyn std::error::
 #[test]
 fn norms_and_sums_without_kept_rows_match() -> Result<(), Box<dyn std::error::Error>> {
     let mut noise = NoiseSource::seeded(34);
-    let fused = FusedModel::new(mnist_cnn(Activation::Tanh)?, &mut noise)?;
-    let kept = mnist_cnn_stages(Activation::Tanh, &fused.to_torch()?);
+    let fused = mnist_cnn(Activation::Tanh, &mut noise)?;
+    let kept = mnist_cnn_stages(Activation::Tanh, &weights(&fused)?);
     let recomputed =
-        mnist_cnn_stages(Activation::Tanh, &fused.to_torch()?).with_kept_rows_limit(2_000);
+        mnist_cnn_stages(Activation::Tanh, &weights(&fused)?).with_kept_rows_limit(2_000);
     let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
     let labels: Vec<u32> = vec![9, 8, 7, 6, 5, 4];
     let rule = ClipRule::Flat { max_norm: 0.5 };
@@ -418,9 +454,9 @@ fn norms_and_sums_without_kept_rows_match() -> Result<(), Box<dyn std::error::Er
 fn cpu_ops_match_candles_own_ops() -> Result<(), Box<dyn std::error::Error>> {
     for activation in [Activation::Tanh, Activation::Relu] {
         let mut noise = NoiseSource::seeded(32);
-        let fused = FusedModel::new(mnist_cnn(activation)?, &mut noise)?;
-        let fast = mnist_cnn_stages(activation, &fused.to_torch()?).with_cpu_chunk(2)?;
-        let portable = mnist_cnn_stages(activation, &fused.to_torch()?).with_portable_ops();
+        let fused = mnist_cnn(activation, &mut noise)?;
+        let fast = mnist_cnn_stages(activation, &weights(&fused)?).with_cpu_chunk(2)?;
+        let portable = mnist_cnn_stages(activation, &weights(&fused)?).with_portable_ops();
         let x = random(&mut noise, &[5, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![2, 4, 6, 8, 0];
         let rule = ClipRule::Flat { max_norm: 0.5 };

@@ -28,8 +28,45 @@ mod tests {
 
     use super::*;
     use crate::cpu::kernels::FORCE_BASELINE;
-    use crate::models::{mnist_cnn, Activation};
+    use crate::fused::{LayerSpec, NetSpec};
     use crate::ClipRule;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Activation {
+        Tanh,
+        Relu,
+    }
+
+    /// The papers' MNIST CNN (`crate::models::mnist_cnn`) as a fused spec.
+    fn mnist_cnn(activation: Activation) -> crate::Result<NetSpec> {
+        let act = match activation {
+            Activation::Tanh => LayerSpec::Tanh,
+            Activation::Relu => LayerSpec::Relu,
+        };
+        let pool = LayerSpec::MaxPool {
+            kernel: 2,
+            stride: 1,
+        };
+        let conv = |out_channels, kernel, padding| LayerSpec::Conv2d {
+            out_channels,
+            kernel,
+            stride: 2,
+            padding,
+        };
+        let layers = [
+            conv(16, 8, 2),
+            act,
+            pool,
+            conv(32, 4, 0),
+            act,
+            pool,
+            LayerSpec::Flatten,
+            LayerSpec::Linear { out_features: 32 },
+            act,
+            LayerSpec::Linear { out_features: 10 },
+        ];
+        NetSpec::new(1, 28, 28, &layers)
+    }
 
     /// Deterministic values in [−scale, scale) (a 32-bit LCG; no noise source needed).
     fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
