@@ -112,10 +112,7 @@ fn torch_default_init(
 ) -> Result<()> {
     let bound = 1.0 / (fan_in as f64).sqrt();
     for var in std::iter::once(weight).chain(bias) {
-        let values: Vec<f32> = (0..var.elem_count())
-            .map(|_| ((2.0 * noise.uniform() - 1.0) * bound) as f32)
-            .collect();
-        var.set(&Tensor::from_vec(values, var.shape(), var.device())?)?;
+        var.set(&uniform_tensor(var.shape().clone(), bound, noise)?)?;
     }
     Ok(())
 }
@@ -209,8 +206,13 @@ pub fn adult_mlp(noise: &mut NoiseSource) -> Result<Network> {
 }
 
 /// Values uniform on (−bound, bound) from `noise`.
-fn uniform_tensor(shape: (usize, usize), bound: f64, noise: &mut NoiseSource) -> Result<Tensor> {
-    let values: Vec<f32> = (0..shape.0 * shape.1)
+fn uniform_tensor(
+    shape: impl Into<candle_core::Shape>,
+    bound: f64,
+    noise: &mut NoiseSource,
+) -> Result<Tensor> {
+    let shape = shape.into();
+    let values: Vec<f32> = (0..shape.elem_count())
         .map(|_| ((2.0 * noise.uniform() - 1.0) * bound) as f32)
         .collect();
     Ok(Tensor::from_vec(values, shape, &Device::Cpu)?)

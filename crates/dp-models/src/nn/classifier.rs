@@ -28,8 +28,6 @@ pub struct ModuleClassifier<M> {
     device: Device,
     method: NormMethod,
     route: Route,
-    /// The module's steps where the library can see them (a [`Sequential`](super::Sequential)).
-    steps: Option<String>,
 }
 
 impl<M: Module + 'static> ModuleClassifier<M> {
@@ -38,9 +36,6 @@ impl<M: Module + 'static> ModuleClassifier<M> {
         taps.check_covers(varmap)?;
         Ok(ModuleClassifier {
             route: Route::plan(&module, taps, device, None)?,
-            steps: (&module as &dyn std::any::Any)
-                .downcast_ref::<super::Sequential>()
-                .map(|net| format!("{net:?}")),
             module,
             taps: taps.clone(),
             device: device.clone(),
@@ -134,8 +129,10 @@ impl<M: Module + 'static> PrivateModel for ModuleClassifier<M> {
     }
 
     fn architecture(&self) -> String {
-        match &self.steps {
-            Some(steps) => format!("{steps} {}", self.taps.architecture()),
+        // The steps where the library can see them (a Sequential), so that another
+        // activation or pooling over the same parameters describes differently.
+        match (&self.module as &dyn std::any::Any).downcast_ref::<super::Sequential>() {
+            Some(steps) => format!("{steps:?} {}", self.taps.architecture()),
             None => self.taps.architecture(),
         }
     }
