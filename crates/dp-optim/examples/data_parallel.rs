@@ -14,7 +14,6 @@ use std::time::Instant;
 use dp_accounting::{AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
-use dp_models::models::Network;
 use dp_models::models::{mlp, Activation};
 use dp_models::PrivateModel;
 use dp_optim::collective::{Collective, MpiWorld};
