@@ -187,9 +187,9 @@ pub(crate) fn per_sample(contributions: &[Contribution], shape: &Shape) -> Resul
 }
 
 /// Most floats of materialised per-sample gradients kept between the norm and the
-/// clipped-sum passes, over all of a network's parameters together (128 MiB); a
+/// clipped-sum passes, over all of a network's parameters together (512 MiB); a
 /// parameter that does not fit in what is left has its clipped sum recomputed.
-pub(super) const KEPT_PER_SAMPLE_BUDGET: usize = 32 << 20;
+pub(super) const KEPT_PER_SAMPLE_BUDGET: usize = 128 << 20;
 
 /// The squared norms of one parameter's per-sample gradients, and those gradients (B, P)
 /// where they were materialised and are small enough to keep for the clipped sum.
@@ -215,23 +215,61 @@ pub(crate) fn squared_norms(
             Contribution::PerSample(_) => None,
         })
         .collect();
+    let batch = contributions.first().map_or(Ok(0), Contribution::batch)?;
+    let fits = batch * shape.elem_count() <= keep_budget;
     let ghost = match (&outers, method) {
         (None, _) | (_, NormMethod::Materialised) => false,
         (Some(_), NormMethod::Ghost) => true,
-        (Some(o), NormMethod::Auto) => ghost_is_cheaper(o)?,
+        (Some(o), NormMethod::Auto) => ghost_is_cheaper(o, fits && all_dense(o))?,
     };
     match outers {
         Some(o) if ghost => Ok(Norms {
             squared: super::ghost::ghost_norms(&o)?,
             kept: None,
         }),
-        _ => {
-            let grads = per_sample(contributions, shape)?.flatten_from(1)?;
-            let squared = grads.sqr()?.sum(1)?;
-            let kept = (grads.elem_count() <= keep_budget).then_some(grads);
-            Ok(Norms { squared, kept })
+        Some(o) if fits => {
+            if let Some(dense) = dense_on_cpu(&o) {
+                let (grads, squared) = crate::cpu::outer_per_sample(&dense)?;
+                return Ok(Norms {
+                    squared,
+                    kept: Some(grads),
+                });
+            }
+            materialised(contributions, shape, fits)
         }
+        _ => materialised(contributions, shape, fits),
     }
+}
+
+/// Whether every use's left factor is dense (one-hot Gram matrices cost no flops, so the
+/// kept rule does not apply to them).
+fn all_dense(outers: &[(&Left, &Tensor)]) -> bool {
+    outers
+        .iter()
+        .all(|(left, _)| matches!(left, Left::Dense(_)))
+}
+
+/// Every use's `(L, R)` where all are dense f32 on the CPU (one pass per example there).
+fn dense_on_cpu<'a>(outers: &[(&'a Left, &'a Tensor)]) -> Option<Vec<(&'a Tensor, &'a Tensor)>> {
+    outers
+        .iter()
+        .map(|(left, right)| match left {
+            Left::Dense(l) if crate::cpu::applies(l) && crate::cpu::applies(right) => {
+                Some((l, *right))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The materialised per-sample gradients' squared norms, and the gradients if `keep`.
+fn materialised(contributions: &[Contribution], shape: &Shape, keep: bool) -> Result<Norms> {
+    let grads = per_sample(contributions, shape)?.flatten_from(1)?;
+    let squared = grads.sqr()?.sum(1)?;
+    Ok(Norms {
+        squared,
+        kept: keep.then_some(grads),
+    })
 }
 
 /// How many times cheaper per flop the ghost pass runs than materialisation: the two
@@ -242,10 +280,17 @@ pub(crate) fn squared_norms(
 /// (`cargo xtask bench transformer`, docs/training.md).
 const GHOST_FLOP_ADVANTAGE: usize = 2;
 
-/// `K·(out + in) < 2·out·in` with K the rows of all uses together: the ghost norm's
-/// `K²·(out + in)` flops per example against materialisation's `K·out·in`, weighted by
-/// [`GHOST_FLOP_ADVANTAGE`].
-fn ghost_is_cheaper(outers: &[(&Left, &Tensor)]) -> Result<bool> {
+/// Flops of Gram matrices per gradient entry above which materialised gradients that
+/// are kept for the clipped sum beat ghost norms: kept, the per-sample gradients cost what
+/// the book-keeping clipped sum they replace costs, so the ghost pass's `K²·(out + in)`
+/// flops per example are saved against writing and reading `out·in` floats.
+const KEPT_ENTRY_COST: usize = 16;
+
+/// Whether ghost norms are cheaper for these uses (K the rows of all uses together).
+/// Without keeping: `K·(out + in) < 2·out·in`, the ghost norm's `K²·(out + in)` flops per
+/// example against materialisation's `K·out·in`, weighted by [`GHOST_FLOP_ADVANTAGE`].
+/// With the gradients kept (`kept`): `K²·(out + in) < 16·out·in` ([`KEPT_ENTRY_COST`]).
+fn ghost_is_cheaper(outers: &[(&Left, &Tensor)], kept: bool) -> Result<bool> {
     let mut k = 0;
     let (mut out, mut inp) = (0, 0);
     for (left, right) in outers {
@@ -254,7 +299,11 @@ fn ghost_is_cheaper(outers: &[(&Left, &Tensor)]) -> Result<bool> {
         out = o;
         inp = right.dim(2)?;
     }
-    Ok(k * (out + inp) < GHOST_FLOP_ADVANTAGE * out * inp)
+    Ok(if kept {
+        k * k * (out + inp) < KEPT_ENTRY_COST * out * inp
+    } else {
+        k * (out + inp) < GHOST_FLOP_ADVANTAGE * out * inp
+    })
 }
 
 /// `Σᵢ cᵢ ∇ᵢ` of one parameter from its kept per-sample gradients (B, P) — one
@@ -297,9 +346,29 @@ mod tests {
 
     /// Whether ghost norms are chosen for one use of K rows of a layer `inp → out`.
     fn ghost_for(k: usize, inp: usize, out: usize) -> bool {
+        ghost_if(k, inp, out, false)
+    }
+
+    /// The same, with the materialised gradients kept (`kept`) or recomputed.
+    fn ghost_if(k: usize, inp: usize, out: usize, kept: bool) -> bool {
         let left = Left::Dense(Tensor::zeros((1, k, out), DType::F32, &Device::Cpu).expect("L"));
         let right = Tensor::zeros((1, k, inp), DType::F32, &Device::Cpu).expect("R");
-        ghost_is_cheaper(&[(&left, &right)]).expect("shapes")
+        ghost_is_cheaper(&[(&left, &right)], kept).expect("shapes")
+    }
+
+    /// Kept gradients save the Gram matrices' `K²·(out + in)` flops per example, so they
+    /// win while those exceed 16 per gradient entry.
+    #[test]
+    fn kept_gradients_are_chosen_above_sixteen_gram_flops_per_entry() {
+        // The transformer bench's projections and MLP at T 128: kept.
+        assert!(!ghost_if(128, 256, 256, true));
+        assert!(!ghost_if(128, 256, 1024, true));
+        // One row per example, or a few against wide layers: ghost.
+        assert!(ghost_if(1, 784, 128, true));
+        assert!(ghost_if(8, 512, 512, true));
+        // The boundary at 16 × 16: K²·32 against 16·256, kept from K = 12.
+        assert!(ghost_if(11, 16, 16, true));
+        assert!(!ghost_if(12, 16, 16, true));
     }
 
     /// The rule's boundary: ghost norms while `K·(out + in) < 2·out·in`.

@@ -41,16 +41,20 @@ impl Taps {
         rule: ClipRule,
         method: NormMethod,
     ) -> Result<PrivateGradients> {
-        let traced = self.trace(losses)?;
+        let mut traced = self.trace(losses)?;
         let batch = traced.losses.dim(0)?;
         let device = traced.losses.device().clone();
         let mut by_owner: BTreeMap<&str, Tensor> = BTreeMap::new();
         let mut kept = Vec::with_capacity(traced.params.len());
         let mut keep_budget = contribution::KEPT_PER_SAMPLE_BUDGET;
-        for (param, contributions) in traced.params.iter().zip(&traced.contributions) {
+        for (param, contributions) in traced.params.iter().zip(&mut traced.contributions) {
             let shape = param.var.as_tensor().shape();
             let norms = contribution::squared_norms(contributions, shape, method, keep_budget)?;
-            keep_budget -= norms.kept.as_ref().map_or(0, Tensor::elem_count);
+            if let Some(grads) = &norms.kept {
+                // The clipped sum is read from the kept gradients: free the factors now.
+                keep_budget -= grads.elem_count();
+                contributions.clear();
+            }
             kept.push(norms.kept);
             let sq = norms.squared;
             let entry = by_owner.entry(param.owner.as_str());
