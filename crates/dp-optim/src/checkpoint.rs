@@ -68,6 +68,12 @@ impl Checkpoint {
     /// Reads a checkpoint written by [`Checkpoint::save`].
     pub fn load(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(|e| checkpoint_error(path, e))?;
+        Self::from_bytes(&bytes, path)
+    }
+
+    /// A checkpoint from the bytes [`to_bytes`](Self::to_bytes) wrote, its format and
+    /// integrity digest checked; errors name `origin` (a file, or where the bytes came from).
+    pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<Self> {
         #[derive(Deserialize)]
         struct Format {
             format: Option<u32>,
@@ -77,14 +83,14 @@ impl Checkpoint {
                 "not a whole checkpoint ({e}): it was truncated or is not a checkpoint; \
                  start a new run or restore a good copy"
             );
-            checkpoint_error(path, reason)
+            checkpoint_error(origin, reason)
         };
-        let format = serde_json::from_slice::<Format>(&bytes)
+        let format = serde_json::from_slice::<Format>(bytes)
             .map_err(unreadable)?
             .format;
         if format != Some(CHECKPOINT_FORMAT) {
             return Err(checkpoint_error(
-                path,
+                origin,
                 format!(
                     "format {} is not {CHECKPOINT_FORMAT} (written by another version); start a new run",
                     format.map_or("1".into(), |f| f.to_string())
@@ -92,17 +98,22 @@ impl Checkpoint {
             ));
         }
         let checkpoint: Checkpoint =
-            serde_json::from_slice(&bytes).map_err(|e| checkpoint_error(path, e))?;
-        crate::integrity::verify(&checkpoint).map_err(|reason| checkpoint_error(path, reason))?;
+            serde_json::from_slice(bytes).map_err(|e| checkpoint_error(origin, e))?;
+        crate::integrity::verify(&checkpoint).map_err(|reason| checkpoint_error(origin, reason))?;
         Ok(checkpoint)
+    }
+
+    /// The checkpoint as [`save`](Self::save) writes it: JSON with its integrity digest.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut sealed = self.clone();
+        sealed.digest = Some(crate::integrity::digest(self)?);
+        serde_json::to_vec(&sealed).map_err(|e| checkpoint_error(Path::new("(in memory)"), e))
     }
 
     /// Writes atomically (a temporary file beside `path`, fsync, rename), mode 0600, with
     /// its integrity digest.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let mut sealed = self.clone();
-        sealed.digest = Some(crate::integrity::digest(self)?);
-        let json = serde_json::to_vec(&sealed).map_err(|e| checkpoint_error(path, e))?;
+        let json = self.to_bytes()?;
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         let mut options = OpenOptions::new();
         options.write(true).create(true).truncate(true);

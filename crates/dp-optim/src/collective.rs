@@ -6,6 +6,8 @@
 //! * [`Solo`] — the group of one (a single process): every operation is the identity.
 //! * [`ThreadGroup`] — ranks as threads of one process, for fast tests of the protocol.
 //! * `MpiWorld` (feature `mpi`) — the processes of an MPI job, on one host or many.
+//! * [`broadcast_checkpoint`] — the root's checkpoint on every rank, to resume a run.
+//! * [`Metered`] — any of them with its operations, bytes and time counted.
 //!
 //! [`ThreadGroup`] sums in rank order (0, 1, …) on every rank, so all ranks hold
 //! bit-identical results; MPI's order is the library's (the engine does not rely on it:
@@ -15,12 +17,16 @@
 //! dies ends the job through the MPI runtime. Either way nothing is released from a
 //! partial reduction.
 
+mod checkpoint;
+mod metered;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod threads;
 
 #[cfg(feature = "mpi")]
 pub use self::mpi::MpiWorld;
+pub use checkpoint::broadcast_checkpoint;
+pub use metered::{Metered, Traffic};
 pub use threads::{ThreadGroup, ThreadRank};
 
 use crate::error::Result;
@@ -47,6 +53,37 @@ pub trait Collective {
     /// `MPI_Abort`, which ends every process of the job with `code` (a process that
     /// merely exits would leave the others blocked in their next operation).
     fn abort(&mut self, code: i32);
+}
+
+/// A boxed collective is one (a group chosen at run time, then wrapped, e.g. [`Metered`]).
+impl<C: Collective + ?Sized> Collective for Box<C> {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+
+    fn world_size(&self) -> usize {
+        (**self).world_size()
+    }
+
+    fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()> {
+        (**self).all_reduce_sum(values)
+    }
+
+    fn broadcast(&mut self, values: &mut [f32], root: usize) -> Result<()> {
+        (**self).broadcast(values, root)
+    }
+
+    fn broadcast_indices(&mut self, indices: &mut Vec<usize>, root: usize) -> Result<()> {
+        (**self).broadcast_indices(indices, root)
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        (**self).barrier()
+    }
+
+    fn abort(&mut self, code: i32) {
+        (**self).abort(code)
+    }
 }
 
 /// The group of one: a single process.

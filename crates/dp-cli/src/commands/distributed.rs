@@ -5,24 +5,32 @@ use anyhow::bail;
 #[cfg(feature = "mpi")]
 use anyhow::Context;
 use anyhow::Result;
-use dp_optim::collective::Collective;
+use dp_optim::collective::{Collective, Metered};
 
 use crate::args::{DistributedChoice, TrainArgs};
 use crate::output::diag;
 
+/// A run's group of processes, its traffic counted for the summary.
+pub(super) type Group = Metered<Box<dyn Collective>>;
+
 /// The group of processes `--distributed` names, joined.
-pub(super) fn group(args: &TrainArgs) -> Result<Option<Box<dyn Collective>>> {
+pub(super) fn group(args: &TrainArgs) -> Result<Option<Group>> {
     match args.distributed {
         None => Ok(None),
         #[cfg(feature = "mpi")]
-        Some(DistributedChoice::Mpi) => Ok(Some(Box::new(
+        Some(DistributedChoice::Mpi) => Ok(Some(Metered::new(Box::new(
             dp_optim::collective::MpiWorld::init().context("--distributed mpi")?,
-        ))),
+        )))),
         #[cfg(not(feature = "mpi"))]
         Some(DistributedChoice::Mpi) => {
             bail!("--distributed mpi needs a dp built with the mpi feature (cargo build --release -p dp-cli --features mpi, with an MPI library installed)")
         }
     }
+}
+
+/// The group as the engine's seam takes it.
+pub(super) fn seam(group: &mut Option<Group>) -> Option<&mut (dyn Collective + 'static)> {
+    group.as_mut().map(|g| g as &mut (dyn Collective + 'static))
 }
 
 /// `result`, or — after an error in a distributed run — the error said on this rank and

@@ -2,28 +2,39 @@
 //! refusals in the flags' words.
 
 use anyhow::{bail, Result};
+use dp_optim::collective::{broadcast_checkpoint, Collective};
 use dp_optim::{CheckpointDir, PrivacyEngine, RunField};
 
 use crate::args::{ChangeableField, TrainArgs};
 use crate::output::{diag, short};
 
-/// Restores `engine` from the checkpoint in `dir`, if there is one.
+/// Restores `engine` from the checkpoint in `dir`, if there is one. In a distributed run
+/// only rank 0 holds `dir`: its checkpoint is broadcast and every rank resumes from it,
+/// whatever the number of ranks that wrote it.
 pub(super) fn resume(
     args: &TrainArgs,
     engine: &mut PrivacyEngine,
-    dir: &CheckpointDir,
+    dir: Option<&CheckpointDir>,
+    group: Option<&mut (dyn Collective + 'static)>,
 ) -> Result<()> {
-    let Some(saved) = dir.load()? else {
+    let saved = dir.map(CheckpointDir::load).transpose()?.flatten();
+    let saved = match group {
+        Some(group) => broadcast_checkpoint(group, saved.as_ref(), 0)?,
+        None => saved,
+    };
+    let Some(saved) = saved else {
         return Ok(());
     };
     engine
         .restore_allowing(&saved, &allowed(&args.allow_change))
         .map_err(resume_error)?;
-    diag(&format!(
-        "resumed from {} at step {}",
-        dir.path().display(),
-        engine.steps()
-    ));
+    if let Some(dir) = dir {
+        diag(&format!(
+            "resumed from {} at step {}",
+            dir.path().display(),
+            engine.steps()
+        ));
+    }
     check_spent(args, engine)
 }
 

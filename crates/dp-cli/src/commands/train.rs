@@ -15,13 +15,14 @@ use dp_accounting::{AccountantKind, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::models::{mnist_cnn, Activation, Network};
-use dp_optim::collective::Collective;
+use dp_optim::collective::{Collective, Metered, Traffic};
 use dp_optim::{
     CheckpointDir, Clipping, Control, DistributedDpSgd, DpSgd, EpochSummary, GradientNormalisation,
     Observer, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, StepReport, TrainConfig, Trainer,
 };
 use serde_json::json;
 
+use super::distributed::{seam, Group};
 use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::{
     AccountantChoice, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice,
@@ -63,15 +64,6 @@ pub fn run(args: &TrainArgs) -> Result<String> {
         );
     }
     let total_steps = exact_steps.round().max(1.0) as u64;
-    let checkpoints = args
-        .checkpoint_dir
-        .as_deref()
-        .map(|dir| {
-            CheckpointDir::open(dir).map_err(|e| {
-                anyhow::anyhow!("--checkpoint-dir ({}) cannot be used: {e}", dir.display())
-            })
-        })
-        .transpose()?;
     if let Some(path) = &args.save_weights {
         check_writable(path, "--save-weights")?;
     }
@@ -97,20 +89,11 @@ pub fn run(args: &TrainArgs) -> Result<String> {
     if let Some(size) = args.physical_batch_size {
         engine.set_physical_batch_size(size)?;
     }
-    if let Some(dir) = &checkpoints {
-        super::resume::resume(args, &mut engine, dir)?;
-    }
     let mut group = super::distributed::group(args)?;
     let rank = group.as_ref().map_or(0, |g| g.rank());
-    let trained = train_loop(
-        args,
-        &mut engine,
-        (&train, &test),
-        total_steps,
-        checkpoints.as_ref(),
-        group.as_deref_mut(),
-    );
-    let trained = super::distributed::end_on_error(trained, group.as_deref_mut())?;
+    let trained = resume_and_train(args, &mut engine, (&train, &test), total_steps, &mut group);
+    let mut trained = super::distributed::end_on_error(trained, seam(&mut group))?;
+    trained.traffic = group.as_ref().map(Metered::traffic);
     // Every rank holds the same θ and ledger; rank 0 speaks for the run.
     if rank != 0 {
         return Ok(String::new());
@@ -130,6 +113,39 @@ pub fn run(args: &TrainArgs) -> Result<String> {
             })?;
     }
     trained.render(args, &engine, &test)
+}
+
+/// Opens the checkpoint directory (on rank 0 only in a distributed run: the run's
+/// checkpoints are rank 0's), resumes every rank from its checkpoint, and trains.
+fn resume_and_train(
+    args: &TrainArgs,
+    engine: &mut PrivacyEngine,
+    data: (&Dataset, &Dataset),
+    total_steps: u64,
+    group: &mut Option<Group>,
+) -> Result<Trained> {
+    let is_root = group.as_ref().is_none_or(|g| g.rank() == 0);
+    let checkpoints = args
+        .checkpoint_dir
+        .as_deref()
+        .filter(|_| is_root)
+        .map(|dir| {
+            CheckpointDir::open(dir).map_err(|e| {
+                anyhow::anyhow!("--checkpoint-dir ({}) cannot be used: {e}", dir.display())
+            })
+        })
+        .transpose()?;
+    if args.checkpoint_dir.is_some() {
+        super::resume::resume(args, engine, checkpoints.as_ref(), seam(group))?;
+    }
+    train_loop(
+        args,
+        engine,
+        data,
+        total_steps,
+        checkpoints.as_ref(),
+        seam(group),
+    )
 }
 
 /// The innermost cause of an error, once (an I/O error wrapped twice is not repeated).
@@ -166,13 +182,8 @@ fn check_args(args: &TrainArgs) -> Result<()> {
             }
         }
     }
-    if args.distributed.is_some() {
-        if args.checkpoint_dir.is_some() {
-            bail!("--checkpoint-dir cannot be used with --distributed yet (a resume of a distributed run is not built); drop one of them");
-        }
-        if args.sampling == TrainSampling::Shuffle {
-            bail!("--sampling shuffle cannot be used with --distributed yet (rank 0's permutation is not shared); use poisson or fixed-size");
-        }
+    if args.distributed.is_some() && args.sampling == TrainSampling::Shuffle {
+        bail!("--sampling shuffle cannot be used with --distributed yet (rank 0's permutation is not shared); use poisson or fixed-size");
     }
     if let Some(size) = args.physical_batch_size {
         if size == 0 || size > MAX_BATCH {
@@ -318,6 +329,8 @@ struct Trained {
     interrupted_by: Option<i32>,
     resumed_at: u64,
     started: Instant,
+    /// What a distributed run's rank 0 exchanged with the other ranks.
+    traffic: Option<Traffic>,
 }
 
 /// `dp train`'s observer: the progress bar and one line per epoch (printed after the
@@ -399,6 +412,7 @@ fn train_loop(
             interrupted_by: None,
             resumed_at: engine.steps(),
             started: Instant::now(),
+            traffic: None,
         },
         progress,
         interrupt: Interrupt::install()?,
@@ -488,6 +502,14 @@ impl Trained {
         if args.show_non_private_stats {
             summary["nonfinite_gradients_not_covered_by_epsilon"] =
                 json!(engine.nonfinite_gradients());
+        }
+        if let Some(traffic) = self.traffic {
+            let steps = engine.steps().saturating_sub(self.resumed_at).max(1) as f64;
+            summary["collective_per_step"] = json!({
+                "operations": traffic.operations as f64 / steps,
+                "bytes": traffic.bytes as f64 / steps,
+                "seconds": traffic.seconds / steps,
+            });
         }
         if args.json {
             Ok(format!("{}{summary}\n", self.lines))
