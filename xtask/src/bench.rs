@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use dp_accounting::{Accountant, Conversion, DpEvent, OrderGrid, PldConfig, RdpConfig};
 
+mod distributed;
 mod peak;
 mod peers;
 mod transformer;
@@ -80,6 +81,16 @@ pub enum Suite {
         #[arg(long)]
         compare_opacus: bool,
     },
+    /// `dp train` as 1 rank × 2 threads against `mpirun -np 2` ranks × 1 thread (the same
+    /// cores), and rank 0's collective traffic per step; builds `dp` with the `mpi` feature.
+    Distributed {
+        /// Alternating runs of each (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// MNIST training records (one epoch).
+        #[arg(long, default_value_t = 60000)]
+        limit: usize,
+    },
     /// Gaussian fill rate into a 10^6 buffer; exponential mechanism and top-k (k = 1%)
     /// over 10^6 scores.
     Mechanisms {
@@ -101,6 +112,7 @@ pub fn run(suite: Suite) -> Result<()> {
             compare_python,
         } => accounting(repeats.max(1), compare_python),
         Suite::Mechanisms { repeats } => mechanisms(repeats.max(1)),
+        Suite::Distributed { repeats, limit } => distributed::run(repeats.max(1), limit),
         Suite::Transformer {
             layers,
             width,
