@@ -9,6 +9,11 @@
 //! (the same training in two tables has one run key) are not scheduled twice. Longest
 //! first, by a cost estimate from the run's settings. A worker's output goes to
 //! `<out>/<paper>/logs/<table>.<label>.log`.
+//!
+//! `--jobs mpi` spreads the same units over the ranks of an MPI job (feature `mpi`): every
+//! rank lists them in the same order and trains every K-th, from its rank, one worker at a
+//! time with its cores; the ranks then agree on failures (an all-reduce, which is also the
+//! barrier) and rank 0 assembles the tables from the shared run cache.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -21,6 +26,36 @@ use crate::config::{Algorithm, RunConfig, TrainingTable};
 use crate::table::{load_paper, Experiment};
 use crate::training::run_key;
 use crate::{Profile, ReproduceArgs};
+
+/// Where the runs of a reproduction train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Jobs {
+    /// This many worker processes on this machine.
+    Workers(usize),
+    /// The ranks of the MPI job this process is one of.
+    Mpi,
+}
+
+impl std::fmt::Display for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Jobs::Workers(n) => write!(f, "{n} workers"),
+            Jobs::Mpi => write!(f, "the MPI job's ranks"),
+        }
+    }
+}
+
+/// `--jobs`: a number of workers (at least 1) or `mpi`.
+pub fn parse(value: &str) -> std::result::Result<Jobs, String> {
+    match value {
+        "mpi" => Ok(Jobs::Mpi),
+        n => match n.parse::<usize>() {
+            Ok(0) => Err("must be at least 1".into()),
+            Ok(n) => Ok(Jobs::Workers(n)),
+            Err(_) => Err("must be a number of workers or `mpi`".into()),
+        },
+    }
+}
 
 /// One run label of one table: what one worker trains.
 struct Unit {
@@ -108,8 +143,9 @@ fn file_part(label: &str) -> String {
         .collect()
 }
 
-/// Starts the worker process of `unit`.
-fn spawn(unit: &Unit, args: &ReproduceArgs) -> Result<(Child, PathBuf)> {
+/// Starts the worker process of `unit`, with `threads` training threads (else the
+/// environment's default).
+fn spawn(unit: &Unit, args: &ReproduceArgs, threads: Option<usize>) -> Result<(Child, PathBuf)> {
     let logs = args.out.join(&unit.paper).join("logs");
     std::fs::create_dir_all(&logs)?;
     let log_path = logs.join(format!("{}.{}.log", unit.table, file_part(&unit.label)));
@@ -120,7 +156,11 @@ fn spawn(unit: &Unit, args: &ReproduceArgs) -> Result<(Child, PathBuf)> {
         Profile::Full => "full",
     };
     let exe = this_executable()?;
-    let child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(threads) = threads {
+        command.env("RAYON_NUM_THREADS", threads.to_string());
+    }
+    let child = command
         .args([
             "reproduce",
             &unit.paper,
@@ -134,7 +174,6 @@ fn spawn(unit: &Unit, args: &ReproduceArgs) -> Result<(Child, PathBuf)> {
         .arg(args.seeds.to_string())
         .arg("--out")
         .arg(&args.out)
-        .env("RAYON_NUM_THREADS", "1")
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -154,7 +193,7 @@ pub fn train_in_parallel(papers: &[&str], args: &ReproduceArgs, jobs: usize) -> 
     while !queue.is_empty() || !running.is_empty() {
         while running.len() < jobs {
             let Some(unit) = queue.pop() else { break };
-            let (child, log) = spawn(&unit, args)?;
+            let (child, log) = spawn(&unit, args, Some(1))?;
             running.push((unit, child, log, Instant::now()));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -183,6 +222,53 @@ pub fn train_in_parallel(papers: &[&str], args: &ReproduceArgs, jobs: usize) -> 
         bail!("{} run(s) failed: {}", failed.len(), failed.join("; "));
     }
     Ok(())
+}
+
+/// `--jobs mpi`: trains this rank's share of the units (every K-th, longest first, from
+/// its rank), one at a time; returns once every rank has finished, whether this is rank
+/// 0 (which assembles the tables), or an error on every rank if any unit failed.
+#[cfg(feature = "mpi")]
+pub fn train_on_ranks(papers: &[&str], args: &ReproduceArgs) -> Result<bool> {
+    use dp_optim::collective::{Collective, MpiWorld};
+    let mut world = MpiWorld::init().context("--jobs mpi")?;
+    let (rank, size) = (world.rank(), world.world_size());
+    let units = units(papers, args)?;
+    let total = units.len();
+    if rank == 0 {
+        println!("Training {total} run(s) on {size} MPI rank(s)");
+    }
+    let mut failed = 0usize;
+    for unit in units.iter().skip(rank).step_by(size) {
+        let started = Instant::now();
+        let (mut child, log) = spawn(unit, args, None)?;
+        let status = child.wait()?;
+        let what = format!("{}/{} {}", unit.paper, unit.table, unit.label);
+        let wall = started.elapsed().as_secs_f64();
+        if status.success() {
+            println!("  rank {rank}: {what} — {wall:.0} s");
+        } else {
+            println!(
+                "  rank {rank}: {what} FAILED ({status}); see {}",
+                log.display()
+            );
+            failed += 1;
+        }
+    }
+    let mut failures = [failed as f32];
+    world.all_reduce_sum(&mut failures)?;
+    if failures[0] > 0.0 {
+        bail!(
+            "{} run(s) failed on the MPI job's ranks; see their logs",
+            failures[0]
+        );
+    }
+    Ok(rank == 0)
+}
+
+/// `--jobs mpi` without the `mpi` feature: an error saying how to build it.
+#[cfg(not(feature = "mpi"))]
+pub fn train_on_ranks(_papers: &[&str], _args: &ReproduceArgs) -> Result<bool> {
+    bail!("--jobs mpi needs an xtask built with the mpi feature (MPI installed): mpirun -np K cargo run -p xtask --release --features mpi -- reproduce … --jobs mpi")
 }
 
 /// The running executable, for workers: on Linux `/proc/self/exe`, which still runs this

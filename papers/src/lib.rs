@@ -79,9 +79,13 @@ pub struct ReproduceArgs {
     pub runs: Vec<String>,
     /// Worker processes training runs in parallel, one training thread each (default: the
     /// number of cores); the tables are then assembled from the run cache, identical to
-    /// `--jobs 1`. With 1, runs train in this process, table by table, on all cores.
-    #[arg(long)]
-    pub jobs: Option<usize>,
+    /// `--jobs 1`. With 1, runs train in this process, table by table, on all cores. With
+    /// `mpi` (a build with the `mpi` feature, under `mpirun -np K` or `srun`): the runs
+    /// are spread over the job's K ranks, on any hosts, each training one at a time on
+    /// its cores; `--out` must be one directory all ranks share; rank 0 then writes the
+    /// tables.
+    #[arg(long, value_parser = jobs::parse)]
+    pub jobs: Option<jobs::Jobs>,
     /// Run nothing: write the one-page summary of the tables in `--out` to this file
     /// (links relative to it) and exit.
     #[arg(long)]
@@ -150,16 +154,23 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
     };
     let started = Instant::now();
     let jobs = args.jobs.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        jobs::Jobs::Workers(
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        )
     });
-    if jobs == 0 {
-        bail!("--jobs must be at least 1");
-    }
-    let parallel_wall = if jobs > 1 && !args.cached_only {
-        jobs::train_in_parallel(&selected, &args, jobs)?;
-        Some(started.elapsed().as_secs_f64())
-    } else {
-        None
+    let parallel_wall = match jobs {
+        _ if args.cached_only => None,
+        jobs::Jobs::Workers(1) => None,
+        jobs::Jobs::Workers(n) => {
+            jobs::train_in_parallel(&selected, &args, n)?;
+            Some(started.elapsed().as_secs_f64())
+        }
+        jobs::Jobs::Mpi => {
+            if !jobs::train_on_ranks(&selected, &args)? {
+                return Ok(()); // not rank 0: rank 0 writes the tables
+            }
+            Some(started.elapsed().as_secs_f64())
+        }
     };
     let mut summary = Vec::new();
     for &id in &selected {
@@ -172,9 +183,7 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         args.profile, args.seeds
     );
     if let Some(wall) = parallel_wall {
-        println!(
-            "  training on {jobs} workers — {wall:.0} s (the papers' walls below are assembly)"
-        );
+        println!("  training on {jobs} — {wall:.0} s (the papers' walls below are assembly)");
     }
     for (id, outcome, wall) in &summary {
         let text: Vec<String> = outcome

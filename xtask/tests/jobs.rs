@@ -1,4 +1,5 @@
-//! `cargo xtask reproduce --jobs 2` gives the tables of `--jobs 1`: the same runs (one
+//! `cargo xtask reproduce --jobs 2` (and, with the `mpi` feature, `mpirun -np 2 … --jobs
+//! mpi`) gives the tables of `--jobs 1`: the same runs (one
 //! training thread per worker instead of all cores in one process) and the same
 //! assembly, compared on every table JSON but for wall times and the run header. On the
 //! SA-DPSGD paper's smoke profile, whose ablations share runs with Table 1 (one run key,
@@ -11,15 +12,24 @@ use std::process::Command;
 use serde_json::Value;
 
 fn reproduce(out: &Path, jobs: &str) {
-    let status = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "reproduce",
-            "sa-dpsgd",
-            "--profile",
-            "smoke",
-            "--jobs",
-            jobs,
-        ])
+    reproduce_under(&[], &["sa-dpsgd"], out, jobs);
+}
+
+/// `reproduce` of `selection` (a paper, and `--only` a table) started by `launcher`
+/// (nothing, or mpirun and its flags).
+fn reproduce_under(launcher: &[&str], selection: &[&str], out: &Path, jobs: &str) {
+    let mut command = match launcher.split_first() {
+        Some((program, flags)) => {
+            let mut c = Command::new(program);
+            c.args(flags).arg(env!("CARGO_BIN_EXE_xtask"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_xtask")),
+    };
+    let status = command
+        .arg("reproduce")
+        .args(selection)
+        .args(["--profile", "smoke", "--jobs", jobs])
         .arg("--out")
         .arg(out)
         .stdout(std::process::Stdio::null())
@@ -74,8 +84,8 @@ fn without_walls(value: Value) -> Value {
     }
 }
 
-fn tables(dir: &Path) -> Vec<(String, Value)> {
-    let mut found: Vec<(String, Value)> = std::fs::read_dir(dir.join("sa-dpsgd"))
+fn tables(dir: &Path, paper: &str) -> Vec<(String, Value)> {
+    let mut found: Vec<(String, Value)> = std::fs::read_dir(dir.join(paper))
         .expect("output directory")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -92,6 +102,20 @@ fn tables(dir: &Path) -> Vec<(String, Value)> {
     found
 }
 
+/// The same tables of `paper` in `one` and `other` (by name, all but their walls), at
+/// least `count` of them.
+fn assert_same_tables(one: &Path, other: &Path, paper: &str, count: usize, what: &str) {
+    let (a, b) = (tables(one, paper), tables(other, paper));
+    assert!(a.len() >= count, "{} tables", a.len());
+    assert_eq!(
+        a.iter().map(|t| &t.0).collect::<Vec<_>>(),
+        b.iter().map(|t| &t.0).collect::<Vec<_>>()
+    );
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "{name} differs between --jobs 1 and {what}");
+    }
+}
+
 #[test]
 fn two_jobs_give_the_tables_of_one() {
     let root: PathBuf =
@@ -99,15 +123,7 @@ fn two_jobs_give_the_tables_of_one() {
     let (one, two) = (root.join("one"), root.join("two"));
     reproduce(&one, "1");
     reproduce(&two, "2");
-    let (a, b) = (tables(&one), tables(&two));
-    assert!(a.len() >= 7, "{} tables", a.len());
-    assert_eq!(
-        a.iter().map(|t| &t.0).collect::<Vec<_>>(),
-        b.iter().map(|t| &t.0).collect::<Vec<_>>()
-    );
-    for ((name, x), (_, y)) in a.iter().zip(&b) {
-        assert!(x == y, "{name} differs between --jobs 1 and --jobs 2");
-    }
+    assert_same_tables(&one, &two, "sa-dpsgd", 7, "--jobs 2");
     // The workers ran (each leaves a log).
     let logs = std::fs::read_dir(two.join("sa-dpsgd").join("logs"))
         .expect("worker logs")
@@ -117,5 +133,32 @@ fn two_jobs_give_the_tables_of_one() {
     let page = std::fs::read_to_string(one.join("REPRODUCTION.md")).expect("summary page");
     assert!(page.contains("](./sa-dpsgd/table1-mnist.md)"), "{page}");
     assert!(page.contains(".svg)"), "no plot linked:\n{page}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `mpirun -np 2 xtask reproduce … --jobs mpi`: the runs spread over two ranks, rank 0's
+/// tables those of `--jobs 1`, and each rank trained some of them (their logs). On GDP's
+/// Adult table (seconds on the smoke profile).
+#[cfg(feature = "mpi")]
+#[test]
+fn two_mpi_ranks_give_the_tables_of_one() {
+    let root: PathBuf =
+        std::env::temp_dir().join(format!("dp-rs-jobs-mpi-test-{}", std::process::id()));
+    let (one, ranks) = (root.join("one"), root.join("ranks"));
+    let adult = ["gdp", "--only", "adult"];
+    reproduce_under(&[], &adult, &one, "1");
+    let mpirun = [
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        "2",
+    ];
+    reproduce_under(&mpirun, &adult, &ranks, "mpi");
+    assert_same_tables(&one, &ranks, "gdp", 1, "--jobs mpi on 2 ranks");
+    let logs = std::fs::read_dir(ranks.join("gdp").join("logs"))
+        .expect("worker logs")
+        .count();
+    assert!(logs >= 2, "{logs} worker logs");
     let _ = std::fs::remove_dir_all(&root);
 }
