@@ -11,12 +11,19 @@ use super::{engine, private, toy_data};
 const SEED: u64 = 7;
 const STEPS: usize = 6;
 
+/// The tests' sampler.
+const POISSON: Sampler = Sampler::Poisson {
+    sampling_rate: 0.05,
+};
+
 /// θ, ε and the step count after `STEPS` steps of one process.
 fn single_process() -> (Vec<f32>, f64, u64) {
+    single_process_with(POISSON)
+}
+
+/// [`single_process`] with `sampler`.
+fn single_process_with(sampler: Sampler) -> (Vec<f32>, f64, u64) {
     let data = toy_data(400, &mut NoiseSource::seeded(3));
-    let sampler = Sampler::Poisson {
-        sampling_rate: 0.05,
-    };
     let mut e = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
     for _ in 0..STEPS {
         e.step(&data).expect("step");
@@ -28,13 +35,14 @@ fn single_process() -> (Vec<f32>, f64, u64) {
 /// Each rank of a group of `world` runs `steps` data-parallel steps (stopping early on an
 /// error); θ, ε, steps and the first error, by rank.
 fn ranks(world: usize, steps: impl Fn(usize) -> usize + Copy + Send + 'static) -> Vec<RankRun> {
-    resumed_ranks(world, None, steps)
+    resumed_ranks(world, None, POISSON, steps)
 }
 
 /// [`ranks`], every rank first resuming from `from` as rank 0 holds it (broadcast).
 fn resumed_ranks(
     world: usize,
     from: Option<Checkpoint>,
+    sampler: Sampler,
     steps: impl Fn(usize) -> usize + Copy + Send + 'static,
 ) -> Vec<RankRun> {
     let handles: Vec<_> = ThreadGroup::ranks(world)
@@ -44,9 +52,6 @@ fn resumed_ranks(
             let from = from.clone().filter(|_| group.rank() == 0);
             std::thread::spawn(move || {
                 let data = toy_data(400, &mut NoiseSource::seeded(3));
-                let sampler = Sampler::Poisson {
-                    sampling_rate: 0.05,
-                };
                 let mut e = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
                 let shared = broadcast_checkpoint(&mut group, from.as_ref(), 0).expect("shared");
                 if let Some(checkpoint) = shared {
@@ -130,7 +135,7 @@ fn rank_0s_checkpoint_resumes_with_any_number_of_ranks() {
     let saved = first[0].checkpoint.clone();
     assert_eq!(saved.steps, (STEPS / 2) as u64);
     for world in [3, 2, 1] {
-        let runs = resumed_ranks(world, Some(saved.clone()), |_| STEPS - STEPS / 2);
+        let runs = resumed_ranks(world, Some(saved.clone()), POISSON, |_| STEPS - STEPS / 2);
         for (rank, run) in runs.iter().enumerate() {
             assert!(
                 run.error.is_none(),
@@ -174,22 +179,47 @@ fn a_rank_that_leaves_ends_the_others_step_before_its_release() {
     }
 }
 
+/// A shuffled run (its epoch charged once, rank 0's permutation) on 2 and 3 ranks, over
+/// an epoch boundary and resumed mid-epoch on another number of ranks: the single
+/// process's steps, ε and θ.
 #[test]
-fn a_shuffled_sampler_is_refused() {
-    let data = toy_data(40, &mut NoiseSource::seeded(3));
-    let sampler = Sampler::Shuffle { batch_size: 8 };
-    let mut e = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
-    let mut solo = dp_optim::collective::Solo;
-    let err = e.step_distributed(&data, &mut solo).expect_err("refused");
-    assert!(
-        matches!(
-            err,
-            Error::InvalidSetting {
-                name: "sampler",
-                ..
-            }
-        ),
-        "{err}"
-    );
-    assert_eq!(solo.world_size(), 1);
+fn a_shuffled_run_on_ranks_is_the_single_process_run() {
+    const TOTAL: usize = 15;
+    // 400 records in batches of 40: 10 steps an epoch; 15 steps cross a boundary.
+    let sampler = Sampler::Shuffle { batch_size: 40 };
+    let data = toy_data(400, &mut NoiseSource::seeded(3));
+    let mut one = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
+    for _ in 0..TOTAL {
+        one.step(&data).expect("step");
+    }
+    let theta = dp_models::PrivateModel::parameters(one.model()).expect("θ");
+    let epsilon = one.epsilon().expect("ε").expect("private");
+    let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let first = resumed_ranks(2, None, sampler, |_| 13);
+    let saved = first[0].checkpoint.clone();
+    for world in [2, 3] {
+        let whole = resumed_ranks(world, None, sampler, |_| TOTAL);
+        let resumed = resumed_ranks(world, Some(saved.clone()), sampler, |_| TOTAL - 13);
+        for (rank, run) in whole.iter().chain(&resumed).enumerate() {
+            assert!(
+                run.error.is_none(),
+                "world {world} run {rank}: {:?}",
+                run.error
+            );
+            assert_eq!(
+                (run.steps, run.epsilon),
+                (TOTAL as u64, epsilon),
+                "world {world}"
+            );
+            let worst = run
+                .theta
+                .iter()
+                .zip(&theta)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                worst <= 1e-5 * scale,
+                "world {world} run {rank}: θ off by {worst}"
+            );
+        }
+    }
 }

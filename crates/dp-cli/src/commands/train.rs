@@ -182,9 +182,6 @@ fn check_args(args: &TrainArgs) -> Result<()> {
             }
         }
     }
-    if args.distributed.is_some() && args.sampling == TrainSampling::Shuffle {
-        bail!("--sampling shuffle cannot be used with --distributed yet (rank 0's permutation is not shared); use poisson or fixed-size");
-    }
     if let Some(size) = args.physical_batch_size {
         if size == 0 || size > MAX_BATCH {
             bail!("--physical-batch-size ({size}) must be in 1..={MAX_BATCH}");

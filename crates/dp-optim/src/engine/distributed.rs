@@ -22,7 +22,6 @@ use super::step::ClippedSum;
 use super::{PrivacyEngine, StepReport};
 use crate::collective::Collective;
 use crate::error::{Error, Result};
-use crate::sampler::Sampler;
 
 /// Who adds a release's noise: this engine, from its noise stream, or another rank of a
 /// data-parallel group, whose noisy sum this engine received (it then only checks, commits
@@ -38,8 +37,10 @@ const ROOT: usize = 0;
 
 impl<M: PrivateModel> PrivacyEngine<M> {
     /// One data-parallel DP-SGD step of this rank of `group` on `data` (every rank holds
-    /// the whole dataset and an engine of the same configuration and model). Refused for
-    /// a shuffled sampler and for models that keep their parameters on a device (not yet
+    /// the whole dataset and an engine of the same configuration and model). Any sampler:
+    /// rank 0 alone holds the sampler's state (a shuffled epoch's permutation) and draws,
+    /// every rank charges what one process charges at the same step (a shuffled epoch once,
+    /// at its start). Refused for models that keep their parameters on a device (not yet
     /// supported). After an error, end the group with [`Collective::abort`] so that no
     /// other rank waits for this one.
     pub fn step_distributed(
@@ -82,13 +83,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
 
     /// Refuses what a data-parallel step does not support yet.
     fn check_distributable(&self) -> Result<()> {
-        if let Sampler::Shuffle { .. } = self.config.sampler {
-            return Err(Error::InvalidSetting {
-                name: "sampler",
-                value: "shuffle".into(),
-                reason: "is not supported by data-parallel steps yet (rank 0's permutation is not shared)".into(),
-            });
-        }
         if matches!(self.moments, Moments::Device(_)) {
             return Err(Error::InvalidSetting {
                 name: "model",
