@@ -73,6 +73,8 @@ pub struct PrivacyEngine<M: PrivateModel = Network> {
     shuffle: ShuffleState,
     /// The noise multiplier the current shuffled epoch was charged at.
     epoch_noise: Option<f64>,
+    /// This engine's place in a data-parallel group, once it has joined one.
+    replica: distributed::Replica,
     #[cfg(feature = "fault-injection")]
     fault: Option<crate::fault::Fault>,
 }
@@ -120,6 +122,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             physical_batch_size: None,
             shuffle: ShuffleState::default(),
             epoch_noise: None,
+            replica: distributed::Replica::Alone,
             #[cfg(feature = "fault-injection")]
             fault: None,
         })

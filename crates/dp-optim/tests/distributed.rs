@@ -3,7 +3,7 @@
 //! others' step before anything is released.
 
 use dp_mechanisms::NoiseSource;
-use dp_optim::collective::{broadcast_checkpoint, Collective, ThreadGroup};
+use dp_optim::collective::{Collective, ThreadGroup};
 use dp_optim::{Checkpoint, Error, Sampler};
 
 use super::{engine, private, toy_data};
@@ -38,11 +38,30 @@ fn ranks(world: usize, steps: impl Fn(usize) -> usize + Copy + Send + 'static) -
     resumed_ranks(world, None, POISSON, steps)
 }
 
-/// [`ranks`], every rank first resuming from `from` as rank 0 holds it (broadcast).
+/// [`ranks`], each rank's engine created with the seed `seed(rank)` (its θ initialised and
+/// its noise drawn from it).
+fn seeded_ranks(world: usize, seed: impl Fn(usize) -> u64 + Copy + Send + 'static) -> Vec<RankRun> {
+    group_run(world, None, POISSON, seed, |_| STEPS)
+}
+
+/// [`ranks`] with `sampler`, rank 0 first resuming from `from` (the others start from
+/// rank 0's state when they join).
 fn resumed_ranks(
     world: usize,
     from: Option<Checkpoint>,
     sampler: Sampler,
+    steps: impl Fn(usize) -> usize + Copy + Send + 'static,
+) -> Vec<RankRun> {
+    group_run(world, from, sampler, |_| SEED, steps)
+}
+
+/// The ranks of a group of `world`, each with an engine of seed `seed(rank)`, rank 0
+/// restored from `from`, running `steps(rank)` data-parallel steps.
+fn group_run(
+    world: usize,
+    from: Option<Checkpoint>,
+    sampler: Sampler,
+    seed: impl Fn(usize) -> u64 + Copy + Send + 'static,
     steps: impl Fn(usize) -> usize + Copy + Send + 'static,
 ) -> Vec<RankRun> {
     let handles: Vec<_> = ThreadGroup::ranks(world)
@@ -52,10 +71,10 @@ fn resumed_ranks(
             let from = from.clone().filter(|_| group.rank() == 0);
             std::thread::spawn(move || {
                 let data = toy_data(400, &mut NoiseSource::seeded(3));
-                let mut e = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
-                let shared = broadcast_checkpoint(&mut group, from.as_ref(), 0).expect("shared");
-                if let Some(checkpoint) = shared {
-                    e.restore(&checkpoint).expect("restore");
+                let rank_seed = seed(group.rank());
+                let mut e = engine(rank_seed, sampler, Some(private(None)), &data).expect("engine");
+                if let Some(checkpoint) = &from {
+                    e.restore(checkpoint).expect("restore");
                 }
                 let mut error = None;
                 for _ in 0..steps(group.rank()) {
@@ -69,7 +88,7 @@ fn resumed_ranks(
                     epsilon: e.epsilon().expect("ε").expect("private"),
                     steps: e.steps(),
                     error,
-                    checkpoint: e.checkpoint().expect("checkpoint"),
+                    checkpoint: e.checkpoint(),
                 }
             })
         })
@@ -85,7 +104,8 @@ struct RankRun {
     epsilon: f64,
     steps: u64,
     error: Option<Error>,
-    checkpoint: Checkpoint,
+    /// Rank 0's checkpoint, or the other ranks' refusal.
+    checkpoint: dp_optim::Result<Checkpoint>,
 }
 
 #[test]
@@ -124,6 +144,26 @@ fn ranks_reproduce_the_single_process_run() {
     }
 }
 
+/// Ranks initialised from different seeds (as OS-seeded ranks are) start from rank 0's θ:
+/// the single process's run with rank 0's seed, identical on every rank.
+#[test]
+fn ranks_start_from_rank_0s_state() {
+    let (theta, epsilon, steps) = single_process();
+    let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let runs = seeded_ranks(3, |rank| if rank == 0 { SEED } else { 1000 + rank as u64 });
+    for (rank, run) in runs.iter().enumerate() {
+        assert!(run.error.is_none(), "rank {rank}: {:?}", run.error);
+        assert_eq!((run.steps, run.epsilon), (steps, epsilon), "rank {rank}");
+        let worst = run
+            .theta
+            .iter()
+            .zip(&theta)
+            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(worst <= 1e-5 * scale, "rank {rank}: θ off by {worst}");
+        assert_eq!(run.theta, runs[0].theta, "identical on every rank");
+    }
+}
+
 /// A run checkpointed by rank 0 of two ranks resumes on three, on two and on one rank,
 /// every rank from rank 0's checkpoint as broadcast, to the uninterrupted run: the same
 /// steps and ε, θ within 1e-5 of its largest entry, identical on every rank.
@@ -132,8 +172,20 @@ fn rank_0s_checkpoint_resumes_with_any_number_of_ranks() {
     let (theta, epsilon, steps) = single_process();
     let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let first = ranks(2, |_| STEPS / 2);
-    let saved = first[0].checkpoint.clone();
+    let saved = first[0]
+        .checkpoint
+        .as_ref()
+        .expect("rank 0's checkpoint")
+        .clone();
     assert_eq!(saved.steps, (STEPS / 2) as u64);
+    // A follower's state is not the run's: its checkpoint is refused.
+    assert!(matches!(
+        first[1].checkpoint,
+        Err(Error::InvalidSetting {
+            name: "checkpoint",
+            ..
+        })
+    ));
     for world in [3, 2, 1] {
         let runs = resumed_ranks(world, Some(saved.clone()), POISSON, |_| STEPS - STEPS / 2);
         for (rank, run) in runs.iter().enumerate() {
@@ -196,7 +248,11 @@ fn a_shuffled_run_on_ranks_is_the_single_process_run() {
     let epsilon = one.epsilon().expect("ε").expect("private");
     let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let first = resumed_ranks(2, None, sampler, |_| 13);
-    let saved = first[0].checkpoint.clone();
+    let saved = first[0]
+        .checkpoint
+        .as_ref()
+        .expect("rank 0's checkpoint")
+        .clone();
     for world in [2, 3] {
         let whole = resumed_ranks(world, None, sampler, |_| TOTAL);
         let resumed = resumed_ranks(world, Some(saved.clone()), sampler, |_| TOTAL - 13);

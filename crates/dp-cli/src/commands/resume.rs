@@ -2,38 +2,35 @@
 //! refusals in the flags' words.
 
 use anyhow::{bail, Result};
-use dp_optim::collective::{broadcast_checkpoint, Collective};
+use dp_optim::collective::Collective;
 use dp_optim::{CheckpointDir, PrivacyEngine, RunField};
 
 use crate::args::{ChangeableField, TrainArgs};
 use crate::output::{diag, short};
 
 /// Restores `engine` from the checkpoint in `dir`, if there is one. In a distributed run
-/// only rank 0 holds `dir`: its checkpoint is broadcast and every rank resumes from it,
-/// whatever the number of ranks that wrote it.
+/// only rank 0 holds `dir`; every rank then joins the group, starting from rank 0's state
+/// (resumed or fresh), whatever the number of ranks that wrote the checkpoint.
 pub(super) fn resume(
     args: &TrainArgs,
     engine: &mut PrivacyEngine,
     dir: Option<&CheckpointDir>,
     group: Option<&mut (dyn Collective + 'static)>,
 ) -> Result<()> {
-    let saved = dir.map(CheckpointDir::load).transpose()?.flatten();
-    let saved = match group {
-        Some(group) => broadcast_checkpoint(group, saved.as_ref(), 0)?,
-        None => saved,
-    };
-    let Some(saved) = saved else {
-        return Ok(());
-    };
-    engine
-        .restore_allowing(&saved, &allowed(&args.allow_change))
-        .map_err(resume_error)?;
-    if let Some(dir) = dir {
-        diag(&format!(
-            "resumed from {} at step {}",
-            dir.path().display(),
-            engine.steps()
-        ));
+    if let Some(saved) = dir.map(CheckpointDir::load).transpose()?.flatten() {
+        engine
+            .restore_allowing(&saved, &allowed(&args.allow_change))
+            .map_err(resume_error)?;
+        if let Some(dir) = dir {
+            diag(&format!(
+                "resumed from {} at step {}",
+                dir.path().display(),
+                engine.steps()
+            ));
+        }
+    }
+    if let Some(group) = group {
+        engine.join_group(group)?;
     }
     check_spent(args, engine)
 }

@@ -135,8 +135,9 @@ fn resume_and_train(
             })
         })
         .transpose()?;
-    if args.checkpoint_dir.is_some() {
-        super::resume::resume(args, engine, checkpoints.as_ref(), seam(group))?;
+    super::resume::resume(args, engine, checkpoints.as_ref(), seam(group))?;
+    if let Some(group) = group.as_mut() {
+        group.reset(); // the summary's traffic is the steps', not the join's
     }
     train_loop(
         args,
@@ -359,6 +360,9 @@ impl<A> Observer<Network, A> for EpochLines<'_> {
         _: &A,
         epoch: &EpochSummary,
     ) -> dp_optim::Result<Control> {
+        if self.quiet {
+            return Ok(Control::Continue); // rank 0 evaluates and prints
+        }
         let loss = epoch.mean_train_loss_not_covered_by_epsilon();
         let line = epoch_line(
             self.args,
@@ -368,9 +372,7 @@ impl<A> Observer<Network, A> for EpochLines<'_> {
             loss,
             &self.trained,
         )?;
-        if !self.quiet {
-            self.progress.suspend(|| diag(&line));
-        }
+        self.progress.suspend(|| diag(&line));
         self.trained.lines.push_str(&line);
         self.trained.lines.push('\n');
         Ok(Control::Continue)

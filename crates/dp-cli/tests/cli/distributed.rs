@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::process::Command;
 
-
 const RUN: &str = "train --model mnist-cnn --dataset mnist --limit 4000 --epochs 1 --batch-size 256 --noise-multiplier 1 --max-grad-norm 1 --seed 5 --json";
 
 /// `launcher` (nothing, or mpirun) running `dp` with `run`.

@@ -275,3 +275,52 @@ fn taps_refuse_a_plain_layer_on_their_varmap() {
     let err = taps.per_sample_gradients(losses).expect_err("refused");
     assert_eq!(named(err), "plain.bias");
 }
+
+/// An example whose gradient is not finite gets a non-finite norm and clip factor 0 on
+/// every norm path (ghost, materialised, and per-sample gradients kept for the clipped
+/// sum: a Linear over 16 positions of width 4), and the clipped sums are those of the
+/// other examples alone.
+#[test]
+fn a_non_finite_example_is_dropped_on_every_norm_path() {
+    let (b, t, d) = (3, 16, 4);
+    let (_varmap, taps, vb) = builder();
+    let layer = nn::linear(d, d, vb.pp("fc")).expect("linear");
+    let mut x = random(5, &[b, t, d], 1.0)
+        .flatten_all()
+        .expect("x")
+        .to_vec1::<f32>()
+        .expect("x");
+    x[t * d + 3] = f32::NAN; // example 1
+    let x = Tensor::from_vec(x, (b, t, d), &Device::Cpu).expect("x");
+    let losses = |rows: &[u32]| {
+        let index = Tensor::new(rows, &Device::Cpu)?;
+        let y = layer.forward(&x.index_select(&index, 0)?)?;
+        Ok(y.sqr()?.sum((1, 2))?)
+    };
+    for method in [
+        NormMethod::Ghost,
+        NormMethod::Materialised,
+        NormMethod::Auto,
+    ] {
+        let all = taps
+            .clipped_gradients(|| losses(&[0, 1, 2]), RULE, method)
+            .expect("all");
+        let norms = all.squared_norms.to_vec1::<f32>().expect("norms");
+        assert!(norms[0].is_finite() && !norms[1].is_finite() && norms[2].is_finite());
+        let finite = taps
+            .clipped_gradients(|| losses(&[0, 2]), RULE, method)
+            .expect("finite");
+        for ((name, a), (_, f)) in all.clipped_sums.iter().zip(&finite.clipped_sums) {
+            let (a, f) = (
+                a.flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("a"),
+                f.flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("f"),
+            );
+            for (p, q) in a.iter().zip(&f) {
+                assert!(
+                    p.is_finite() && (p - q).abs() <= 1e-6,
+                    "{method:?} {name}: {p} vs {q}"
+                );
+            }
+        }
+    }
+}

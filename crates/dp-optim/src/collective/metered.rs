@@ -37,6 +37,11 @@ impl<C: Collective> Metered<C> {
         self.traffic
     }
 
+    /// Counts afresh from now (e.g. after a one-off exchange, such as joining the group).
+    pub fn reset(&mut self) {
+        self.traffic = Traffic::default();
+    }
+
     /// Runs `operation`, counting it with `bytes` (read after it ran).
     fn count<T>(
         &mut self,
@@ -90,7 +95,7 @@ impl<C: Collective> Collective for Metered<C> {
 
 #[cfg(test)]
 mod tests {
-    use super::Metered;
+    use super::{Metered, Traffic};
     use crate::collective::{Collective, Solo};
 
     #[test]
@@ -104,6 +109,8 @@ mod tests {
         assert_eq!(traffic.operations, 4);
         assert_eq!(traffic.bytes, 40 + 12 + 24);
         assert!(traffic.seconds >= 0.0);
+        group.reset();
+        assert_eq!(group.traffic(), Traffic::default());
         Ok(())
     }
 }

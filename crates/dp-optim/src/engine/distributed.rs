@@ -13,6 +13,13 @@
 //! exchange before the release are clipped sums, which never leave the group. A rank that
 //! fails before the noisy sum is broadcast ends the step on every rank with an error and
 //! no update; only rank 0's ledger and checkpoints are the run's.
+//!
+//! Before its first data-parallel step an engine joins the group: rank 0's state (a
+//! checkpoint of it: θ, moments, ledger, counters) is broadcast and every other rank
+//! restores from it, so the replicas start from rank 0's θ whatever their own
+//! initialisation (an OS-seeded run initialises each rank differently). A rank other than
+//! 0 is then a follower: its sampler state and noise stream are not the run's, so it
+//! refuses to write a checkpoint.
 
 use dp_models::PrivateModel;
 
@@ -20,7 +27,7 @@ use super::batch::Batch;
 use super::device::{Gradient, Moments};
 use super::step::ClippedSum;
 use super::{PrivacyEngine, StepReport};
-use crate::collective::Collective;
+use crate::collective::{broadcast_checkpoint, Collective};
 use crate::error::{Error, Result};
 
 /// Who adds a release's noise: this engine, from its noise stream, or another rank of a
@@ -34,6 +41,17 @@ pub(super) enum NoiseBy {
 
 /// The rank that draws the batch and the noise.
 const ROOT: usize = 0;
+
+/// An engine's place in a data-parallel group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Replica {
+    /// Not (yet) in a group.
+    Alone,
+    /// Rank 0: the run's sampler, noise, ledger and checkpoints.
+    Root,
+    /// Another rank, started from rank 0's state.
+    Follower,
+}
 
 impl<M: PrivateModel> PrivacyEngine<M> {
     /// One data-parallel DP-SGD step of this rank of `group` on `data` (every rank holds
@@ -49,6 +67,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         group: &mut dyn Collective,
     ) -> Result<StepReport> {
         self.check_distributable()?;
+        if self.replica == Replica::Alone {
+            self.join_group(group)?;
+        }
         let (rank, world) = (group.rank(), group.world_size());
         let mut charge = self.begin_step(data)?;
         let mut indices = if rank == ROOT {
@@ -79,6 +100,43 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             self.release_on(charge, received, None, NoiseBy::AnotherRank)?
         };
         self.apply_update(&noisy)
+    }
+
+    /// Makes every rank of `group` a replica of rank 0: its state (a checkpoint of it)
+    /// broadcast and restored by the others, which then hold rank 0's θ, moments, ledger and
+    /// step count. Every rank calls it at the same point; [`step_distributed`]
+    /// (Self::step_distributed) calls it before its first step if it was not called, so
+    /// call it earlier only to read the joined state (e.g. a resumed step count) first.
+    /// Resume a run by restoring rank 0 alone, then joining.
+    pub fn join_group(&mut self, group: &mut dyn Collective) -> Result<()> {
+        if group.rank() == ROOT {
+            broadcast_checkpoint(group, Some(&self.checkpoint()?), ROOT)?;
+            self.replica = Replica::Root;
+            return Ok(());
+        }
+        let root = broadcast_checkpoint(group, None, ROOT)?.ok_or_else(|| Error::Collective {
+            operation: "broadcast",
+            rank: group.rank(),
+            reason: "rank 0 sent no state to start from".into(),
+        })?;
+        self.restore_state(&root, &[])?;
+        self.replica = Replica::Follower;
+        Ok(())
+    }
+
+    /// A follower's refusal to write a checkpoint (its sampler state and noise stream are
+    /// not the run's: a resume from it could redraw records inside a charged epoch).
+    pub(super) fn check_checkpointable(&self) -> Result<()> {
+        if self.replica == Replica::Follower {
+            return Err(Error::InvalidSetting {
+                name: "checkpoint",
+                value: "a rank other than 0 of a data-parallel group".into(),
+                reason: "holds neither the run's sampler state nor its noise stream; \
+                         checkpoint rank 0"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// Refuses what a data-parallel step does not support yet.

@@ -23,8 +23,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     }
 
     /// The state to write to a checkpoint. The noise key is included only for a seeded
-    /// (reproducible) run; see [`Checkpoint`] for what a checkpoint reveals.
+    /// (reproducible) run; see [`Checkpoint`] for what a checkpoint reveals. Refused on a
+    /// rank other than 0 of a data-parallel group.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
+        self.check_checkpointable()?;
         Ok(Checkpoint {
             format: CHECKPOINT_FORMAT,
             fingerprint: self.fingerprint(),
@@ -56,12 +58,22 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         checkpoint: &Checkpoint,
         allowed: &[RunField],
     ) -> Result<()> {
+        self.check_seed(checkpoint)?;
+        self.restore_state(checkpoint, allowed)
+    }
+
+    /// [`restore_allowing`](Self::restore_allowing) without the seed check: for a rank
+    /// other than 0 of a data-parallel group, which draws no noise of its own.
+    pub(super) fn restore_state(
+        &mut self,
+        checkpoint: &Checkpoint,
+        allowed: &[RunField],
+    ) -> Result<()> {
         checkpoint
             .fingerprint
             .check_resume(&self.fingerprint, allowed)?;
         self.check_resumed_epoch(checkpoint)?;
         self.check_steps_paid(checkpoint)?;
-        self.check_seed(checkpoint)?;
         let fail = |reason: String| Error::Checkpoint {
             path: "(in memory)".into(),
             reason,
