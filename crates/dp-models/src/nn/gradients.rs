@@ -44,7 +44,8 @@ impl Taps {
         let mut traced = self.trace(losses)?;
         let batch = traced.losses.dim(0)?;
         let device = traced.losses.device().clone();
-        let mut by_owner: BTreeMap<&str, Tensor> = BTreeMap::new();
+        // Each example's squared norms by layer, summed in f64 on the host.
+        let mut by_owner: BTreeMap<&str, (Vec<f64>, usize)> = BTreeMap::new();
         let mut kept = Vec::with_capacity(traced.params.len());
         let mut keep_budget = contribution::KEPT_PER_SAMPLE_BUDGET;
         for (param, contributions) in traced.params.iter().zip(&mut traced.contributions) {
@@ -56,24 +57,20 @@ impl Taps {
                 contributions.clear();
             }
             kept.push(norms.kept);
-            let sq = norms.squared;
-            let entry = by_owner.entry(param.owner.as_str());
-            match entry {
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(sq);
-                }
-                std::collections::btree_map::Entry::Occupied(mut o) => {
-                    let sum = (o.get() + sq)?;
-                    o.insert(sum);
-                }
+            let (sums, terms) = by_owner
+                .entry(param.owner.as_str())
+                .or_insert_with(|| (vec![0.0; batch], 0));
+            for (sum, sq) in sums.iter_mut().zip(norms.squared.to_vec1::<f32>()?) {
+                *sum += f64::from(sq);
             }
+            *terms += 1;
         }
         let layers = by_owner.len();
-        let total = by_owner.values().try_fold(
-            Tensor::zeros(batch, candle_core::DType::F32, &device)?,
-            |a, s| a + s,
-        )?;
-        let total_host = total.to_vec1::<f32>()?;
+        let all_terms: usize = by_owner.values().map(|(_, t)| t).sum();
+        let total_host: Vec<f32> = (0..batch)
+            .map(|i| upper_f32(by_owner.values().map(|(s, _)| s[i]).sum(), all_terms))
+            .collect();
+        let total = Tensor::from_vec(total_host.clone(), batch, &device)?;
         let finite: Vec<bool> = total_host.iter().map(|s| s.is_finite()).collect();
         let keep = if finite.iter().all(|&f| f) {
             None
@@ -82,12 +79,13 @@ impl Taps {
             Some(Tensor::from_vec(mask, batch, &device)?)
         };
         let mut factors_by_owner = BTreeMap::new();
-        for (owner, sq) in &by_owner {
-            let layer_sq = sq.to_vec1::<f32>()?;
+        for (owner, (sums, terms)) in &by_owner {
             let factors: Vec<f32> = (0..batch)
                 .map(|i| match (finite[i], rule) {
                     (false, _) => 0.0,
-                    (true, ClipRule::PerLayer { .. }) => rule.factor(layer_sq[i], layers),
+                    (true, ClipRule::PerLayer { .. }) => {
+                        rule.factor(upper_f32(sums[i], *terms), layers)
+                    }
                     (true, _) => rule.factor(total_host[i], 1),
                 })
                 .collect();
@@ -273,5 +271,19 @@ fn check_no_leak(params: &[Param], grads: &GradStore) -> Result<()> {
             reason: "is used outside its DP layer (its gradient there would be unclipped)",
         }),
         None => Ok(()),
+    }
+}
+
+/// An `f64` sum of `terms` non-negative `f32` values as an `f32` never below the exact
+/// sum: inflated by `terms·2⁻⁵²` (at least the summation's worst-case relative error,
+/// `(terms − 1)·2⁻⁵³` to first order: Higham, *Accuracy and Stability of Numerical
+/// Algorithms*, §4.2), then rounded up. NaN and ∞ stay as they are.
+fn upper_f32(sum: f64, terms: usize) -> f32 {
+    let bound = sum * (1.0 + terms as f64 * f64::EPSILON);
+    let y = bound as f32;
+    if f64::from(y) < bound {
+        y.next_up()
+    } else {
+        y
     }
 }
