@@ -18,13 +18,8 @@ const POISSON: Sampler = Sampler::Poisson {
 
 /// θ, ε and the step count after `STEPS` steps of one process.
 fn single_process() -> (Vec<f32>, f64, u64) {
-    single_process_with(POISSON)
-}
-
-/// [`single_process`] with `sampler`.
-fn single_process_with(sampler: Sampler) -> (Vec<f32>, f64, u64) {
     let data = toy_data(400, &mut NoiseSource::seeded(3));
-    let mut e = engine(SEED, sampler, Some(private(None)), &data).expect("engine");
+    let mut e = engine(SEED, POISSON, Some(private(None)), &data).expect("engine");
     for _ in 0..STEPS {
         e.step(&data).expect("step");
     }
@@ -108,39 +103,41 @@ struct RankRun {
     checkpoint: dp_optim::Result<Checkpoint>,
 }
 
+/// Every run of `runs` ended without error at the single process's steps and ε, with θ
+/// within 1e-5 of its largest entry and identical on every rank.
+fn assert_single_process_run(runs: &[RankRun], single: &(Vec<f32>, f64, u64), what: &str) {
+    let (theta, epsilon, steps) = single;
+    let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    for (rank, run) in runs.iter().enumerate() {
+        assert!(run.error.is_none(), "{what} rank {rank}: {:?}", run.error);
+        assert_eq!(
+            (run.steps, run.epsilon),
+            (*steps, *epsilon),
+            "{what} rank {rank}"
+        );
+        let worst = run
+            .theta
+            .iter()
+            .zip(theta)
+            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            worst <= 1e-5 * scale,
+            "{what} rank {rank}: θ off by {worst}"
+        );
+        let bits = |t: &[f32]| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&run.theta),
+            bits(&runs[0].theta),
+            "{what}: identical on every rank"
+        );
+    }
+}
+
 #[test]
 fn ranks_reproduce_the_single_process_run() {
-    let (theta, epsilon, steps) = single_process();
+    let single = single_process();
     for world in [1, 2, 3] {
-        let runs = ranks(world, |_| STEPS);
-        let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        for (rank, run) in runs.iter().enumerate() {
-            assert!(
-                run.error.is_none(),
-                "world {world} rank {rank}: {:?}",
-                run.error
-            );
-            assert_eq!(
-                (run.steps, run.epsilon),
-                (steps, epsilon),
-                "world {world} rank {rank}"
-            );
-            let worst = run
-                .theta
-                .iter()
-                .zip(&theta)
-                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-            assert!(
-                worst <= 1e-5 * scale,
-                "world {world} rank {rank}: θ off by {worst}"
-            );
-            let bits = |t: &[f32]| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-            assert_eq!(
-                bits(&run.theta),
-                bits(&runs[0].theta),
-                "identical on every rank"
-            );
-        }
+        assert_single_process_run(&ranks(world, |_| STEPS), &single, &format!("world {world}"));
     }
 }
 
@@ -148,20 +145,8 @@ fn ranks_reproduce_the_single_process_run() {
 /// the single process's run with rank 0's seed, identical on every rank.
 #[test]
 fn ranks_start_from_rank_0s_state() {
-    let (theta, epsilon, steps) = single_process();
-    let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let runs = seeded_ranks(3, |rank| if rank == 0 { SEED } else { 1000 + rank as u64 });
-    for (rank, run) in runs.iter().enumerate() {
-        assert!(run.error.is_none(), "rank {rank}: {:?}", run.error);
-        assert_eq!((run.steps, run.epsilon), (steps, epsilon), "rank {rank}");
-        let worst = run
-            .theta
-            .iter()
-            .zip(&theta)
-            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-        assert!(worst <= 1e-5 * scale, "rank {rank}: θ off by {worst}");
-        assert_eq!(run.theta, runs[0].theta, "identical on every rank");
-    }
+    assert_single_process_run(&runs, &single_process(), "seeds per rank");
 }
 
 /// A run checkpointed by rank 0 of two ranks resumes on three, on two and on one rank,
@@ -169,8 +154,7 @@ fn ranks_start_from_rank_0s_state() {
 /// steps and ε, θ within 1e-5 of its largest entry, identical on every rank.
 #[test]
 fn rank_0s_checkpoint_resumes_with_any_number_of_ranks() {
-    let (theta, epsilon, steps) = single_process();
-    let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let single = single_process();
     let first = ranks(2, |_| STEPS / 2);
     let saved = first[0]
         .checkpoint
@@ -188,31 +172,7 @@ fn rank_0s_checkpoint_resumes_with_any_number_of_ranks() {
     ));
     for world in [3, 2, 1] {
         let runs = resumed_ranks(world, Some(saved.clone()), POISSON, |_| STEPS - STEPS / 2);
-        for (rank, run) in runs.iter().enumerate() {
-            assert!(
-                run.error.is_none(),
-                "world {world} rank {rank}: {:?}",
-                run.error
-            );
-            assert_eq!(
-                (run.steps, run.epsilon),
-                (steps, epsilon),
-                "world {world} rank {rank}"
-            );
-            let worst = run
-                .theta
-                .iter()
-                .zip(&theta)
-                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-            assert!(
-                worst <= 1e-5 * scale,
-                "world {world} rank {rank}: θ off by {worst}"
-            );
-            assert_eq!(
-                run.theta, runs[0].theta,
-                "world {world}: identical on every rank"
-            );
-        }
+        assert_single_process_run(&runs, &single, &format!("resumed, world {world}"));
     }
 }
 
@@ -244,9 +204,11 @@ fn a_shuffled_run_on_ranks_is_the_single_process_run() {
     for _ in 0..TOTAL {
         one.step(&data).expect("step");
     }
-    let theta = dp_models::PrivateModel::parameters(one.model()).expect("θ");
-    let epsilon = one.epsilon().expect("ε").expect("private");
-    let scale = theta.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let single = (
+        dp_models::PrivateModel::parameters(one.model()).expect("θ"),
+        one.epsilon().expect("ε").expect("private"),
+        TOTAL as u64,
+    );
     let first = resumed_ranks(2, None, sampler, |_| 13);
     let saved = first[0]
         .checkpoint
@@ -255,27 +217,12 @@ fn a_shuffled_run_on_ranks_is_the_single_process_run() {
         .clone();
     for world in [2, 3] {
         let whole = resumed_ranks(world, None, sampler, |_| TOTAL);
+        assert_single_process_run(&whole, &single, &format!("shuffled, world {world}"));
         let resumed = resumed_ranks(world, Some(saved.clone()), sampler, |_| TOTAL - 13);
-        for (rank, run) in whole.iter().chain(&resumed).enumerate() {
-            assert!(
-                run.error.is_none(),
-                "world {world} run {rank}: {:?}",
-                run.error
-            );
-            assert_eq!(
-                (run.steps, run.epsilon),
-                (TOTAL as u64, epsilon),
-                "world {world}"
-            );
-            let worst = run
-                .theta
-                .iter()
-                .zip(&theta)
-                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-            assert!(
-                worst <= 1e-5 * scale,
-                "world {world} run {rank}: θ off by {worst}"
-            );
-        }
+        assert_single_process_run(
+            &resumed,
+            &single,
+            &format!("shuffled, resumed, world {world}"),
+        );
     }
 }
