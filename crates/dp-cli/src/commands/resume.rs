@@ -5,23 +5,37 @@ use anyhow::{bail, Result};
 use dp_optim::collective::Collective;
 use dp_optim::{CheckpointDir, PrivacyEngine, RunField};
 
+use super::distributed::Group;
+
 use crate::args::{ChangeableField, TrainArgs};
 use crate::output::{diag, short};
 
-/// Restores `engine` from the checkpoint in `dir`, if there is one. In a distributed run
-/// only rank 0 holds `dir`; every rank then joins the group, starting from rank 0's state
-/// (resumed or fresh), whatever the number of ranks that wrote the checkpoint.
+/// Opens `--checkpoint-dir` (on rank 0 only in a distributed run: the run's checkpoints
+/// are rank 0's) and restores `engine` from its checkpoint, if there is one; in a
+/// distributed run every rank then joins the group, starting from rank 0's state (resumed
+/// or fresh), whatever the number of ranks that wrote the checkpoint. The group's traffic
+/// is counted afresh from there. Returns the open directory.
 pub(super) fn resume(
     args: &TrainArgs,
     engine: &mut PrivacyEngine,
-    dir: Option<&CheckpointDir>,
-    group: Option<&mut (dyn Collective + 'static)>,
-) -> Result<()> {
-    if let Some(saved) = dir.map(CheckpointDir::load).transpose()?.flatten() {
-        engine
-            .restore_allowing(&saved, &allowed(&args.allow_change))
-            .map_err(resume_error)?;
-        if let Some(dir) = dir {
+    group: &mut Option<Group>,
+) -> Result<Option<CheckpointDir>> {
+    let is_root = group.as_ref().is_none_or(|g| g.rank() == 0);
+    let dir = args
+        .checkpoint_dir
+        .as_deref()
+        .filter(|_| is_root)
+        .map(|dir| {
+            CheckpointDir::open(dir).map_err(|e| {
+                anyhow::anyhow!("--checkpoint-dir ({}) cannot be used: {e}", dir.display())
+            })
+        })
+        .transpose()?;
+    if let Some(dir) = &dir {
+        if let Some(saved) = dir.load()? {
+            engine
+                .restore_allowing(&saved, &allowed(&args.allow_change))
+                .map_err(resume_error)?;
             diag(&format!(
                 "resumed from {} at step {}",
                 dir.path().display(),
@@ -29,10 +43,12 @@ pub(super) fn resume(
             ));
         }
     }
-    if let Some(group) = group {
+    if let Some(group) = group.as_mut() {
         engine.join_group(group)?;
+        group.reset(); // the summary's traffic is the steps', not the join's
     }
-    check_spent(args, engine)
+    check_spent(args, engine)?;
+    Ok(dir)
 }
 
 /// A resumed run that has already spent more than the new `--target-epsilon` is an

@@ -22,7 +22,7 @@ use dp_optim::{
 };
 use serde_json::json;
 
-use super::distributed::{seam, Group};
+use super::distributed::seam;
 use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::{
     AccountantChoice, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice,
@@ -91,7 +91,17 @@ pub fn run(args: &TrainArgs) -> Result<String> {
     }
     let mut group = super::distributed::group(args)?;
     let rank = group.as_ref().map_or(0, |g| g.rank());
-    let trained = resume_and_train(args, &mut engine, (&train, &test), total_steps, &mut group);
+    let trained = super::resume::resume(args, &mut engine, &mut group).and_then(|checkpoints| {
+        let data = (&train, &test);
+        train_loop(
+            args,
+            &mut engine,
+            data,
+            total_steps,
+            checkpoints.as_ref(),
+            seam(&mut group),
+        )
+    });
     let mut trained = super::distributed::end_on_error(trained, seam(&mut group))?;
     trained.traffic = group.as_ref().map(Metered::traffic);
     // Every rank holds the same θ and ledger; rank 0 speaks for the run.
@@ -113,40 +123,6 @@ pub fn run(args: &TrainArgs) -> Result<String> {
             })?;
     }
     trained.render(args, &engine, &test)
-}
-
-/// Opens the checkpoint directory (on rank 0 only in a distributed run: the run's
-/// checkpoints are rank 0's), resumes every rank from its checkpoint, and trains.
-fn resume_and_train(
-    args: &TrainArgs,
-    engine: &mut PrivacyEngine,
-    data: (&Dataset, &Dataset),
-    total_steps: u64,
-    group: &mut Option<Group>,
-) -> Result<Trained> {
-    let is_root = group.as_ref().is_none_or(|g| g.rank() == 0);
-    let checkpoints = args
-        .checkpoint_dir
-        .as_deref()
-        .filter(|_| is_root)
-        .map(|dir| {
-            CheckpointDir::open(dir).map_err(|e| {
-                anyhow::anyhow!("--checkpoint-dir ({}) cannot be used: {e}", dir.display())
-            })
-        })
-        .transpose()?;
-    super::resume::resume(args, engine, checkpoints.as_ref(), seam(group))?;
-    if let Some(group) = group.as_mut() {
-        group.reset(); // the summary's traffic is the steps', not the join's
-    }
-    train_loop(
-        args,
-        engine,
-        data,
-        total_steps,
-        checkpoints.as_ref(),
-        seam(group),
-    )
 }
 
 /// The innermost cause of an error, once (an I/O error wrapped twice is not repeated).

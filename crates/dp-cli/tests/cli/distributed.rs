@@ -7,6 +7,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use super::train::data_dir;
+
 const RUN: &str = "train --model mnist-cnn --dataset mnist --limit 4000 --epochs 1 --batch-size 256 --noise-multiplier 1 --max-grad-norm 1 --seed 5 --json";
 
 /// `launcher` (nothing, or mpirun) running `dp` with `run`.
@@ -78,8 +80,7 @@ fn weights_difference(a: &Path, b: &Path) -> f32 {
 
 #[test]
 fn a_distributed_run_is_the_single_process_run() {
-    if std::env::var_os("DP_DATA_DIR").is_none() {
-        eprintln!("DP_DATA_DIR unset: skipping");
+    if data_dir().is_none() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("dp-cli-mpi-{}", std::process::id()));
@@ -149,8 +150,7 @@ fn descends(mut pid: u32, ancestor: u32) -> bool {
 /// uninterrupted single process does (steps, ε, accuracy; weights within 1e-5).
 #[test]
 fn a_killed_rank_ends_the_job_and_rank_0s_checkpoint_resumes_it() {
-    if std::env::var_os("DP_DATA_DIR").is_none() {
-        eprintln!("DP_DATA_DIR unset: skipping");
+    if data_dir().is_none() {
         return;
     }
     let run = RUN.replace("--epochs 1", "--epochs 3");
@@ -213,8 +213,7 @@ fn a_killed_rank_ends_the_job_and_rank_0s_checkpoint_resumes_it() {
 /// process's.
 #[test]
 fn a_shuffled_distributed_run_is_the_single_process_run() {
-    if std::env::var_os("DP_DATA_DIR").is_none() {
-        eprintln!("DP_DATA_DIR unset: skipping");
+    if data_dir().is_none() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("dp-cli-mpi-shuffle-{}", std::process::id()));
