@@ -283,7 +283,9 @@ const GHOST_FLOP_ADVANTAGE: usize = 2;
 /// Flops of Gram matrices per gradient entry above which materialised gradients that
 /// are kept for the clipped sum beat ghost norms: kept, the per-sample gradients cost what
 /// the book-keeping clipped sum they replace costs, so the ghost pass's `K²·(out + in)`
-/// flops per example are saved against writing and reading `out·in` floats.
+/// flops per example are saved against writing and reading `out·in` floats. Chosen, not
+/// tuned: the transformer bench's uses (80–128 Gram flops per entry) are the only ones
+/// measured (docs/training.md).
 const KEPT_ENTRY_COST: usize = 16;
 
 /// Whether ghost norms are cheaper for these uses (K the rows of all uses together).
