@@ -11,6 +11,7 @@ mod audit;
 mod device;
 mod distributed;
 mod dpd;
+mod frozen;
 mod gdp;
 mod guarantee;
 mod shuffle;

@@ -34,6 +34,7 @@ impl<M: Module + 'static> ModuleClassifier<M> {
     /// Fails closed unless every variable of `varmap` belongs to a DP layer of `taps`.
     pub fn new(module: M, varmap: &VarMap, taps: &Taps, device: &Device) -> Result<Self> {
         taps.check_covers(varmap)?;
+        taps.seal();
         Ok(ModuleClassifier {
             route: Route::plan(&module, taps, device, None)?,
             module,

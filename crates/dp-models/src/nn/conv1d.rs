@@ -65,12 +65,10 @@ impl Conv1d {
 
 impl Module for Conv1d {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        if !self.taps.is_recording() {
-            return self.apply(
-                x,
-                self.weight.as_tensor(),
-                self.bias.as_ref().map(|b| b.as_tensor()),
-            );
+        let vars: Vec<&Var> = std::iter::once(&self.weight).chain(&self.bias).collect();
+        if !self.taps.records(&vars) {
+            let b = self.bias.as_ref().map(|b| self.taps.live(b));
+            return self.apply(x, &self.taps.live(&self.weight), b.as_ref());
         }
         let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
         let y = self.apply(x, &self.weight.as_tensor().detach(), b.as_ref())?;

@@ -58,10 +58,10 @@ impl Module for Embedding {
         let mut dims = ids.dims().to_vec();
         dims.push(self.hidden_size);
         let flat = ids.flatten_all()?;
-        if !self.taps.is_recording() {
+        if !self.taps.records(&[&self.weight]) {
             return self
-                .weight
-                .as_tensor()
+                .taps
+                .live(&self.weight)
                 .index_select(&flat, 0)?
                 .reshape(dims);
         }

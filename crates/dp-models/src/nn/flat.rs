@@ -59,14 +59,34 @@ impl Taps {
         )
     }
 
-    /// A description of the parameters (names and shapes), for checkpoint fingerprints.
+    /// A description of the parameters (names and shapes), for checkpoint fingerprints;
+    /// with frozen parameters, theirs too and a digest of their values (a resume on
+    /// other public weights is another model).
     pub fn architecture(&self) -> String {
-        self.params()
-            .iter()
-            .map(|p| format!("{}{:?}", p.name, p.var.as_tensor().dims()))
-            .collect::<Vec<_>>()
-            .join(" ")
+        let describe = |p: &super::Param| format!("{}{:?}", p.name, p.var.as_tensor().dims());
+        let mut parts: Vec<String> = self.params().iter().map(describe).collect();
+        let frozen = self.frozen_params();
+        if !frozen.is_empty() {
+            parts.extend(frozen.iter().map(|p| format!("{} frozen", describe(p))));
+            parts.push(
+                match crate::flat::flatten(frozen.iter().map(|p| p.var.as_tensor())) {
+                    Ok(values) => format!("frozen-values {:016x}", fnv1a(&values)),
+                    Err(e) => format!("frozen-values unreadable ({e})"),
+                },
+            );
+        }
+        parts.join(" ")
     }
+}
+
+/// The 64-bit FNV-1a hash of the values' bits (a fingerprint, not a secret).
+fn fnv1a(values: &[f32]) -> u64 {
+    values
+        .iter()
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |h, byte| {
+            (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        })
 }
 
 impl PrivateGradients {

@@ -228,6 +228,9 @@ impl Taps {
                 ));
             }
             for (var, c) in (record.resolve)(&grad)? {
+                if self.is_frozen(&var) {
+                    continue; // public: no clipping, noise or update.
+                }
                 let id = var.as_tensor().id();
                 let slot = params
                     .iter()

@@ -191,12 +191,12 @@ fn sum_positions(left: &Tensor) -> candle_core::Result<Tensor> {
 
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        if !self.taps.is_recording() {
-            let (w, b) = (
-                self.weight.as_tensor(),
-                self.bias.as_ref().map(|b| b.as_tensor()),
-            );
-            return Ok(affine(x, w, b, false, None)?.0);
+        let vars: Vec<&Var> = std::iter::once(&self.weight).chain(&self.bias).collect();
+        if !self.taps.records(&vars) {
+            let constant = vars.iter().all(|v| self.taps.is_frozen(v));
+            let w = self.taps.live(&self.weight);
+            let b = self.bias.as_ref().map(|b| self.taps.live(b));
+            return Ok(affine(x, &w, b.as_ref(), constant, None)?.0);
         }
         let w = self.weight.as_tensor().detach();
         let b = self.bias.as_ref().map(|b| b.as_tensor().detach());

@@ -50,6 +50,7 @@ mod conv2d;
 mod embedding;
 mod executor;
 mod flat;
+mod freeze;
 mod fused_route;
 mod ghost;
 mod gradients;

@@ -38,9 +38,10 @@ where
         if taps.params().is_empty() {
             return Err(Error::invalid_model(
                 "DP layer",
-                "the network has no DP layer",
+                "the network has no trainable DP-layer parameter",
             ));
         }
+        taps.seal();
         Ok(PrivateNet {
             varmap: varmap.clone(),
             taps: taps.clone(),

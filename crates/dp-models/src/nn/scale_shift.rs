@@ -49,12 +49,13 @@ pub(super) fn scale_shift(
     channels: Channels,
 ) -> candle_core::Result<Tensor> {
     let shape = broadcast_shape(xhat, channels);
-    let recording = taps.is_recording();
+    let vars: Vec<&Var> = weight.into_iter().chain(bias).collect();
+    let recording = taps.records(&vars);
     let param = |v: &Var| -> candle_core::Result<Tensor> {
         let t = if recording {
             v.as_tensor().detach()
         } else {
-            v.as_tensor().clone()
+            taps.live(v)
         };
         t.reshape(shape.clone())
     };
@@ -63,8 +64,9 @@ pub(super) fn scale_shift(
     }
     if !recording && matches!(channels, Channels::Last) && cpu::applies(xhat) {
         if let (Some(w), Some(b)) = (weight, bias) {
-            let (w, b) = (w.as_tensor().contiguous()?, b.as_tensor().contiguous()?);
-            let op = cpu::RowAffine { trainable: true };
+            let trainable = !(taps.is_frozen(w) && taps.is_frozen(b));
+            let (w, b) = (taps.live(w).contiguous()?, taps.live(b).contiguous()?);
+            let op = cpu::RowAffine { trainable };
             return xhat.contiguous()?.apply_op3(&w, &b, op);
         }
     }

@@ -39,6 +39,12 @@ pub(super) struct Record {
 #[derive(Default)]
 struct State {
     params: Vec<Param>,
+    /// Parameters declared frozen (public): used as constants, never clipped, noised or
+    /// updated.
+    frozen: Vec<Param>,
+    /// A private model has been built over these taps: its trainable parameters are
+    /// fixed (the engine's θ, moments and checkpoints are laid out on them).
+    sealed: bool,
     recording: Option<Vec<Record>>,
     /// The maps the DP layers' builders created parameters in: every variable of each
     /// must belong to a DP layer before any private gradient is returned.
@@ -128,20 +134,64 @@ impl Taps {
         self.lock().verified.insert(shapes);
     }
 
-    /// Every registered parameter, sorted by name (the flat parameter order).
+    /// Every trainable registered parameter, sorted by name (the flat parameter order):
+    /// the parameters that get clipped per-sample gradients, noise and updates.
     pub fn params(&self) -> Vec<Param> {
         let mut params = self.lock().params.clone();
         params.sort_by(|a, b| a.name.cmp(&b.name));
         params
     }
 
-    /// Whether `var` was registered here.
+    /// Every frozen parameter, sorted by name.
+    pub fn frozen_params(&self) -> Vec<Param> {
+        let mut frozen = self.lock().frozen.clone();
+        frozen.sort_by(|a, b| a.name.cmp(&b.name));
+        frozen
+    }
+
+    /// Whether `var` was registered here, trainable or frozen.
     pub fn is_registered(&self, var: &Var) -> bool {
         let id = var.as_tensor().id();
-        self.lock()
+        let state = self.lock();
+        state
             .params
             .iter()
+            .chain(&state.frozen)
             .any(|p| p.var.as_tensor().id() == id)
+    }
+
+    /// Whether `var` is a frozen parameter of these taps.
+    pub fn is_frozen(&self, var: &Var) -> bool {
+        let id = var.as_tensor().id();
+        self.lock()
+            .frozen
+            .iter()
+            .any(|p| p.var.as_tensor().id() == id)
+    }
+
+    /// Fixes the trainable parameters: a private model is being built over them.
+    pub(super) fn seal(&self) {
+        self.lock().sealed = true;
+    }
+
+    /// Moves the trainable parameters `select` picks to the frozen ones and returns how
+    /// many it moved; refused while a private forward is recorded.
+    pub(super) fn freeze_where(&self, select: impl Fn(&Param) -> bool) -> Result<usize> {
+        let mut state = self.lock();
+        if state.recording.is_some() || state.sealed {
+            return Err(Error::invalid_model(
+                "freeze",
+                "parameters must be frozen before the private model is built over them \
+                 (PrivateNet::new, ModuleClassifier::new), not after or during a forward",
+            ));
+        }
+        let (frozen, trainable): (Vec<Param>, Vec<Param>) = std::mem::take(&mut state.params)
+            .into_iter()
+            .partition(select);
+        state.params = trainable;
+        let moved = frozen.len();
+        state.frozen.extend(frozen);
+        Ok(moved)
     }
 
     /// Whether a private forward is being recorded.

@@ -6,6 +6,7 @@
 mod check;
 mod executors;
 mod fail_closed;
+mod frozen;
 mod ghost;
 mod layers;
 mod loss;
