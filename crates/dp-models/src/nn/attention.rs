@@ -40,6 +40,12 @@ impl MultiHeadAttention {
     }
 }
 
+impl super::LinearLayers for MultiHeadAttention {
+    fn linear_layers_mut(&mut self) -> Vec<&mut Linear> {
+        vec![&mut self.q, &mut self.k, &mut self.v, &mut self.o]
+    }
+}
+
 impl Module for MultiHeadAttention {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let (q, k, v) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);

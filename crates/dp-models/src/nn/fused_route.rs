@@ -136,6 +136,8 @@ fn specs(net: &Sequential) -> Option<(Vec<LayerSpec>, Vec<WeightAndBias>)> {
                 layers.push((conv.weight().clone(), conv.bias()?.clone()));
                 conv.fused_layer()?
             }
+            // A LoRA adapter is outside the fused executor's layers.
+            Step::Linear(linear) if linear.lora_factors().is_some() => return None,
             Step::Linear(linear) => {
                 layers.push((linear.weight().clone(), linear.bias()?.clone()));
                 linear.fused_layer()?

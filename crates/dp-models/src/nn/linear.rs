@@ -4,6 +4,7 @@ use candle_core::{Module, Tensor, Var};
 use candle_nn::Init;
 
 use super::contribution::{Contribution, Left};
+use super::lora::Adapter;
 use super::taps::Taps;
 use super::var_builder::DpVarBuilder;
 use crate::cpu;
@@ -17,6 +18,8 @@ pub struct Linear {
     weight: Var,
     bias: Option<Var>,
     taps: Taps,
+    /// A LoRA adapter added to the output ([`Linear::with_lora`]).
+    adapter: Option<Box<Adapter>>,
 }
 
 /// A Linear layer with bias, initialised as candle-nn's (`weight` Kaiming-normal,
@@ -75,7 +78,24 @@ impl Linear {
             weight,
             bias,
             taps: taps.clone(),
+            adapter: None,
         })
+    }
+
+    /// This layer with `adapter` added to its output.
+    pub(super) fn adapted(mut self, adapter: Adapter) -> Linear {
+        self.adapter = Some(Box::new(adapter));
+        self
+    }
+
+    /// The adapter, if any.
+    pub(super) fn adapter(&self) -> Option<&Adapter> {
+        self.adapter.as_deref()
+    }
+
+    /// The LoRA factors `A` (r × in) and `B` (out × r), if the layer has an adapter.
+    pub fn lora_factors(&self) -> Option<(&Linear, &Linear)> {
+        self.adapter().map(Adapter::factors)
     }
 
     /// The weight (out, in).
@@ -191,6 +211,17 @@ fn sum_positions(left: &Tensor) -> candle_core::Result<Tensor> {
 
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let y = self.base_forward(x)?;
+        match self.adapter() {
+            Some(adapter) => y + adapter.forward(x)?,
+            None => Ok(y),
+        }
+    }
+}
+
+impl Linear {
+    /// `x Wᵀ + b`, tapped in a private forward unless every parameter is frozen.
+    fn base_forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let vars: Vec<&Var> = std::iter::once(&self.weight).chain(&self.bias).collect();
         if !self.taps.records(&vars) {
             let constant = vars.iter().all(|v| self.taps.is_frozen(v));

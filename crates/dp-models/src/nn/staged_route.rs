@@ -91,6 +91,7 @@ fn stages(net: &Sequential) -> Option<(Vec<Stage>, Vec<Vec<Var>>)> {
     for step in net.steps() {
         let layer: Box<dyn DpLayer> = match step {
             Step::Conv2d(conv) => Box::new(conv.clone()),
+            Step::Linear(linear) if linear.lora_factors().is_some() => return None,
             Step::Linear(linear) => Box::new(linear.clone()),
             Step::Tanh => {
                 stages.push(Stage::Tanh);

@@ -160,6 +160,18 @@ impl Taps {
             .any(|p| p.var.as_tensor().id() == id)
     }
 
+    /// The layer (prefix) that owns `var`, trainable or frozen.
+    pub fn owner_of(&self, var: &Var) -> Option<String> {
+        let id = var.as_tensor().id();
+        let state = self.lock();
+        state
+            .params
+            .iter()
+            .chain(&state.frozen)
+            .find(|p| p.var.as_tensor().id() == id)
+            .map(|p| p.owner.clone())
+    }
+
     /// Whether `var` is a frozen parameter of these taps.
     pub fn is_frozen(&self, var: &Var) -> bool {
         let id = var.as_tensor().id();

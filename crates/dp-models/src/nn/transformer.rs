@@ -11,6 +11,7 @@ use super::layer_norm::{layer_norm, LayerNorm};
 use super::linear::{linear, Linear};
 use super::ops;
 use super::var_builder::DpVarBuilder;
+use super::LinearLayers;
 use crate::error::Result;
 
 /// The shape of a [`Transformer`].
@@ -92,6 +93,17 @@ impl Transformer {
     /// [`Linear::from_vars`](super::Linear::from_vars)).
     pub fn token_embedding(&self) -> &Embedding {
         &self.tokens
+    }
+}
+
+impl LinearLayers for Transformer {
+    fn linear_layers_mut(&mut self) -> Vec<&mut Linear> {
+        let mut layers = Vec::new();
+        for block in &mut self.blocks {
+            layers.extend(block.attn.linear_layers_mut());
+            layers.extend([&mut block.up, &mut block.down]);
+        }
+        layers
     }
 }
 

@@ -9,6 +9,7 @@ mod fail_closed;
 mod frozen;
 mod ghost;
 mod layers;
+mod lora;
 mod loss;
 mod models;
 mod ops;
