@@ -47,6 +47,7 @@ mod calibrate;
 mod composition;
 mod error;
 mod event;
+mod fdp_audit;
 pub mod gdp;
 mod kind;
 mod ledger;
@@ -67,6 +68,10 @@ pub use composition::{
 };
 pub use error::{Error, Result};
 pub use event::{DpEvent, NeighbouringRelation};
+pub use fdp_audit::{
+    fdp_one_run_epsilon_lower_bound, fdp_one_run_gaussian_epsilon, fdp_one_run_mu_lower_bound,
+    fdp_one_run_refuses, Tradeoff,
+};
 pub use gdp::{GdpAccountant, GdpConfig};
 pub use kind::AccountantKind;
 pub use ledger::{Budget, BudgetFilter, Ledger, LedgerEntry, Reservation};

@@ -7,6 +7,7 @@
 mod audit;
 mod contract;
 mod cross_accountant;
+mod fdp_audit;
 mod properties;
 mod sampling;
 mod support;

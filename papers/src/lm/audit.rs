@@ -6,11 +6,17 @@
 //! highest scores and "excluded" for the lowest ([`dp_optim::audit::guess`], the number of
 //! guesses fixed beforehand) and turns the correct guesses into an ε lower bound that
 //! holds with the stated confidence for any (ε, δ)-DP algorithm
-//! ([`dp_accounting::one_run_epsilon_lower_bound`], their Theorem 3.1). A correct run's
-//! bound stays below its claimed ε.
+//! ([`dp_accounting::one_run_epsilon_lower_bound`], their Theorem 3.1). The same outcome
+//! is also scored by the f-DP one-run test of Mahloujifar, Melis & Chaudhuri 2024
+//! ([`dp_accounting::fdp_one_run_epsilon_lower_bound`], the whole (ε, δ) trade-off curve
+//! instead of its point), reported beside it. A correct run's bounds stay below its
+//! claimed ε.
 
 use anyhow::Result;
-use dp_accounting::{one_run_epsilon_lower_bound, AuditOutcome};
+use dp_accounting::{
+    fdp_one_run_epsilon_lower_bound, fdp_one_run_mu_lower_bound, one_run_epsilon_lower_bound,
+    AuditOutcome,
+};
 use dp_mechanisms::NoiseSource;
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +73,24 @@ pub struct AuditResult {
     pub lower_bound: f64,
     /// Its confidence.
     pub confidence: f64,
+}
+
+impl AuditResult {
+    /// The f-DP test's ε lower bound of the same outcome at `delta` and the same
+    /// confidence (computed from the stored outcome, so cached runs have it too).
+    pub fn fdp_lower_bound(&self, delta: f64) -> Result<f64> {
+        Ok(fdp_one_run_epsilon_lower_bound(
+            &self.outcome,
+            delta,
+            self.confidence,
+        )?)
+    }
+
+    /// The f-DP test's refused Gaussian hypotheses: no μ-GDP algorithm with μ below the
+    /// returned value scores as well (at the same confidence).
+    pub fn fdp_mu_lower_bound(&self) -> Result<f64> {
+        Ok(fdp_one_run_mu_lower_bound(&self.outcome, self.confidence)?)
+    }
 }
 
 /// Scores the canaries by their loss drop from `initial` (the losses before training) to

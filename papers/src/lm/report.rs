@@ -139,11 +139,12 @@ fn train_or_load(
         }
     };
     println!(
-        "  {:<24} test perplexity {:.1}, ε {} (audited ≥ {:.2}), {:.0} s",
+        "  {:<24} test perplexity {:.1}, ε {} (audited ≥ {:.2}, f-DP ≥ {:.2}), {:.0} s",
         run.label,
         result.epochs.last().map_or(f64::NAN, |e| e.test_perplexity),
         fmt(result.epsilon_pld, 2),
         result.audit.lower_bound,
+        result.audit.fdp_lower_bound(result.delta)?,
         result.wall_s
     );
     Ok(Some(result))
@@ -171,6 +172,8 @@ fn columns(table: &LmTable) -> Vec<String> {
         [
             "audit correct / guesses",
             "audited ε lower bound (95%)",
+            "f-DP audited ε lower bound (95%)",
+            "f-DP audited μ-GDP lower bound (95%)",
             "wall (s)",
             "samples/s",
         ]
@@ -217,6 +220,14 @@ fn row(table: &LmTable, r: &LmResult) -> Vec<String> {
     let o = &r.audit.outcome;
     row.push(format!("{} / {}", o.correct, o.guesses));
     row.push(format!("{:.3}", r.audit.lower_bound));
+    row.push(match r.audit.fdp_lower_bound(r.delta) {
+        Ok(bound) => format!("{bound:.3}"),
+        Err(e) => format!("— ({e})"),
+    });
+    row.push(match r.audit.fdp_mu_lower_bound() {
+        Ok(mu) => format!("{mu:.3}"),
+        Err(e) => format!("— ({e})"),
+    });
     row.push(format!("{:.0}", r.wall_s));
     row.push(format!("{:.1}", r.samples_per_s));
     row
@@ -300,6 +311,10 @@ fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Resul
             .iter()
             .map(|r| (eps(r), r.audit.lower_bound))
             .collect();
+        let fdp: Vec<(f64, f64)> = private
+            .iter()
+            .map(|r| Ok((eps(r), r.audit.fdp_lower_bound(r.delta)?)))
+            .collect::<Result<_>>()?;
         plot(
             "audit",
             "One-run audit: empirical ε lower bound (95%) against the claimed ε",
@@ -307,8 +322,14 @@ fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Resul
             "ε",
             vec![
                 Series {
-                    label: "audited lower bound".into(),
+                    label: "audited lower bound (Steinke et al.)".into(),
                     points: claimed,
+                    dashed: false,
+                    spread: Vec::new(),
+                },
+                Series {
+                    label: "f-DP audited lower bound".into(),
+                    points: fdp,
                     dashed: false,
                     spread: Vec::new(),
                 },
