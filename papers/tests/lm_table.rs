@@ -4,20 +4,27 @@
 
 use dp_mechanisms::NoiseSource;
 use dp_models::data::BrownText;
+use dp_models::TrainingData;
 use dp_papers::lm::audit::AuditConfig;
 use dp_papers::lm::canaries::{exposure_bound, mean_exposure};
 use dp_papers::lm::corpus::LmCorpus;
 use dp_papers::lm::model::LmShape;
+use dp_papers::lm::pretrain::pretrained;
 use dp_papers::lm::train::train_one;
-use dp_papers::lm::{LmProfile, LmRun, LmSizes, LmTable};
+use dp_papers::lm::{LmProfile, LmRun, LmSizes, LmTable, LoraSpec, PublicPart, Start};
 
 /// 30 documents of one genre, sentences of words drawn from a small word list.
 fn documents() -> Vec<BrownText> {
+    documents_of('a', 5)
+}
+
+/// 30 documents of `genre`, sentences of words drawn from a small word list.
+fn documents_of(genre: char, seed: u64) -> Vec<BrownText> {
     let words = [
         "the", "a", "dog", "cat", "runs", "sees", "house", "old", "red", "man", "woman", "walks",
         "to", "from", "city", "river", "quickly", "and", "but", "green",
     ];
-    let mut rng = NoiseSource::seeded(5);
+    let mut rng = NoiseSource::seeded(seed);
     (1..=30)
         .map(|d| {
             let sentences: Vec<String> = (0..30)
@@ -30,8 +37,8 @@ fn documents() -> Vec<BrownText> {
                 })
                 .collect();
             BrownText {
-                name: format!("ca{d:02}"),
-                category: 'a',
+                name: format!("c{genre}{d:02}"),
+                category: genre,
                 text: sentences.join("\n"),
             }
         })
@@ -63,6 +70,7 @@ fn table() -> LmTable {
             guesses: 10,
             confidence: 0.95,
         },
+        pretrain_epochs: 6,
     };
     LmTable {
         full: profile,
@@ -72,6 +80,7 @@ fn table() -> LmTable {
         lr: 0.01,
         canary_copies: vec![0, 30],
         runs: vec![],
+        public: None,
     }
 }
 
@@ -83,12 +92,23 @@ fn non_private_memorises_and_private_runs_meet_their_epsilon() -> anyhow::Result
         &table.full.sizes,
         &table.canary_copies,
         &table.full.audit,
+        None,
     )?;
     let run = |label: &str, epsilon| LmRun {
         label: label.into(),
         epsilon,
+        start: Start::Scratch,
+        lora: None,
+        lr: None,
     };
-    let plain = train_one(&table, &table.full, &run("non-private", None), &corpus, "k")?;
+    let plain = train_one(
+        &table,
+        &table.full,
+        &run("non-private", None),
+        &corpus,
+        "k",
+        None,
+    )?;
     let (seen, control) = (
         mean_exposure(&plain.exposures, 30),
         mean_exposure(&plain.exposures, 0),
@@ -96,7 +116,14 @@ fn non_private_memorises_and_private_runs_meet_their_epsilon() -> anyhow::Result
     eprintln!("non-private exposure: n_c = 30 {seen:.2}, never inserted {control:.2}");
     assert!(seen > control + 3.0, "{seen} vs {control}");
     assert!(plain.epsilon_pld.is_none() && plain.noise_multiplier == 0.0);
-    let private = train_one(&table, &table.full, &run("ε = 1", Some(1.0)), &corpus, "k")?;
+    let private = train_one(
+        &table,
+        &table.full,
+        &run("ε = 1", Some(1.0)),
+        &corpus,
+        "k",
+        None,
+    )?;
     let epsilon = private.epsilon_pld.expect("a private run has a ledger");
     assert!(epsilon <= 1.0 && epsilon > 0.9, "{epsilon}");
     assert!(
@@ -112,5 +139,92 @@ fn non_private_memorises_and_private_runs_meet_their_epsilon() -> anyhow::Result
     assert!(
         private.epochs.len() == 4 && private.epochs.iter().all(|e| e.test_perplexity.is_finite())
     );
+    Ok(())
+}
+
+/// A public genre and a private one: the tokenizer and the pretraining see only the
+/// public documents; a run from the pretrained weights starts where pretraining ended
+/// (lower private test perplexity than the seeded initialisation before any step), and
+/// DP LoRA trains only its adapters, meets its ε and leaves the base untouched.
+#[test]
+fn fine_tuning_starts_from_public_pretraining_and_lora_trains_only_adapters() -> anyhow::Result<()>
+{
+    let mut table = table();
+    table.public = Some(PublicPart {
+        genres: "a".into(),
+        lr: 0.01,
+    });
+    let mut documents = documents_of('a', 5);
+    documents.extend(documents_of('b', 6));
+    let corpus = LmCorpus::build(
+        documents,
+        &table.full.sizes,
+        &table.canary_copies,
+        &table.full.audit,
+        Some("a"),
+    )?;
+    let public = corpus.public.as_ref().expect("public rows");
+    assert!(!public.train.is_empty() && !public.validation.is_empty());
+    let dir = std::env::temp_dir().join(format!("dp-lm-pretrain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (weights, record) =
+        pretrained(&table, &table.full, &corpus, &dir, true)?.expect("pretrained");
+    let (_, again) = pretrained(&table, &table.full, &corpus, &dir, false)?.expect("cached");
+    assert_eq!(again.steps, record.steps, "read back from the cache");
+    std::fs::remove_dir_all(&dir)?;
+    let run = |label: &str, start, lora, epsilon| LmRun {
+        label: label.into(),
+        epsilon,
+        start,
+        lora,
+        lr: None,
+    };
+    let mut short = table.clone();
+    short.full.epochs = 1;
+    let scratch = train_one(
+        &short,
+        &short.full,
+        &run("scratch", Start::Scratch, None, None),
+        &corpus,
+        "k",
+        None,
+    )?;
+    let tuned = train_one(
+        &short,
+        &short.full,
+        &run("tuned", Start::Pretrained, None, None),
+        &corpus,
+        "k",
+        Some(&weights),
+    )?;
+    let (a, b) = (
+        scratch.epochs[0].test_perplexity,
+        tuned.epochs[0].test_perplexity,
+    );
+    assert!(b < a, "pretrained {b} vs scratch {a}");
+    let spec = LoraSpec {
+        rank: 2,
+        alpha: 4.0,
+    };
+    let lora = train_one(
+        &table,
+        &table.full,
+        &run("LoRA ε = 2", Start::Pretrained, Some(spec), Some(2.0)),
+        &corpus,
+        "k",
+        Some(&weights),
+    )?;
+    assert_eq!(
+        lora.parameters,
+        2 * (2 * 16 + 16 * 2),
+        "A and B of q and v in one block"
+    );
+    assert_eq!(
+        lora.parameters + lora.frozen_parameters,
+        tuned.parameters + lora.parameters
+    );
+    let epsilon = lora.epsilon_pld.expect("ledger");
+    assert!(epsilon <= 2.0 && epsilon > 1.8, "{epsilon}");
+    assert!(lora.epochs.iter().all(|e| e.test_perplexity.is_finite()));
     Ok(())
 }

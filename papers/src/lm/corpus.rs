@@ -1,6 +1,7 @@
 //! Everything one language-model table trains and evaluates on: the Brown corpus split by
-//! document, the BPE trained on the training documents, the sequences, and the canaries
-//! inserted into the training rows (the same for every run of the table).
+//! document, the BPE trained on the training documents (or, with a public part, on the
+//! public genres' training documents), the sequences, the canaries inserted into the
+//! training rows (the same for every run of the table), and the public part's rows.
 
 use anyhow::{ensure, Result};
 use dp_mechanisms::NoiseSource;
@@ -45,20 +46,41 @@ pub struct LmCorpus {
     pub audit_format: SecretFormat,
     /// The audit canaries.
     pub audit: AuditCanaries,
+    /// The public genres' windows (tables with a public part).
+    pub public: Option<PublicRows>,
+}
+
+/// The public part's rows: pretraining's training and validation windows.
+pub struct PublicRows {
+    /// Training windows of the public documents.
+    pub train: TokenRows,
+    /// Validation windows of the public documents.
+    pub validation: TokenRows,
 }
 
 impl LmCorpus {
     /// Splits, tokenizes and cuts `documents`, then draws and inserts the canaries (seeded:
     /// the same for every run).
+    ///
+    /// With `public_genres`, the documents of those genres are the public part (the
+    /// tokenizer's training text and the public rows), the rest the private part the
+    /// training, validation and test rows come from; without, the tokenizer is trained on
+    /// the training documents.
     pub fn build(
         documents: Vec<BrownText>,
         sizes: &LmSizes,
         canary_copies: &[usize],
         audit: &AuditConfig,
+        public_genres: Option<&str>,
     ) -> Result<Self> {
-        let split = split_documents(documents);
+        let (public, private): (Vec<BrownText>, Vec<BrownText>) = documents
+            .into_iter()
+            .partition(|d| public_genres.is_some_and(|g| g.contains(d.category)));
+        let public = public_genres.map(|_| split_documents(public));
+        let split = split_documents(private);
+        let tokenizer_text = public.as_ref().map_or(&split.train, |p| &p.train);
         let tokenizer =
-            LmTokenizer::train(split.train.iter().map(|d| d.text.as_str()), sizes.vocab)?;
+            LmTokenizer::train(tokenizer_text.iter().map(|d| d.text.as_str()), sizes.vocab)?;
         let vocab = tokenizer.vocab_size();
         let cut = |docs: &[BrownText], limit: usize| -> Result<Sequences> {
             let tokens: Vec<Vec<u32>> = docs
@@ -72,6 +94,13 @@ impl LmCorpus {
             Ok(s)
         };
         let train = cut(&split.train, sizes.max_train_windows)?;
+        let public_windows = match &public {
+            Some(p) => Some((
+                cut(&p.train, sizes.max_train_windows)?,
+                cut(&p.validation, sizes.max_eval_windows)?,
+            )),
+            None => None,
+        };
         let (validation, test) = (
             cut(&split.validation, sizes.max_eval_windows)?,
             cut(&split.test, sizes.max_eval_windows)?,
@@ -124,7 +153,18 @@ impl LmCorpus {
             .step_by(stride)
             .take(sizes.train_eval)
             .collect();
+        let public = match public_windows {
+            Some((train, validation)) => {
+                ensure!(!train.is_empty(), "no public training window");
+                Some(PublicRows {
+                    train: rows(&train)?,
+                    validation: rows(&validation)?,
+                })
+            }
+            None => None,
+        };
         Ok(LmCorpus {
+            public,
             vocab,
             windows: train.len(),
             max_per_document: train.max_per_document(),

@@ -10,12 +10,14 @@
 //! * [`sequences`] — each document's tokens cut into training sequences, the privacy unit;
 //! * [`rows`] — sequences as the engine's training data; [`model`] — the transformer LM;
 //! * [`canaries`] — Secret Sharer exposure; [`audit`] — the one-run audit;
-//! * [`corpus`] — all of it built once per table; `train` — one run; `report` — the table.
+//! * [`corpus`] — all of it built once per table; [`pretrain`] — non-private pretraining
+//!   on a public part of the corpus (whole genres); `train` — one run; `report` — the table.
 
 pub mod audit;
 pub mod canaries;
 pub mod corpus;
 pub mod model;
+pub mod pretrain;
 mod report;
 pub mod rows;
 pub mod sequences;
@@ -65,6 +67,14 @@ pub struct LmProfile {
     pub batch_size: usize,
     /// The one-run audit.
     pub audit: AuditConfig,
+    /// Epochs of non-private pretraining on the public part (tables with one; left out
+    /// of the settings when 0, so a table without one keeps its cache keys).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pretrain_epochs: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One run of the table.
@@ -74,6 +84,44 @@ pub struct LmRun {
     pub label: String,
     /// The target ε (σ calibrated by PLD at δ = 1/N^1.1); `None`: non-private.
     pub epsilon: Option<f64>,
+    /// From the seeded initialisation or from the weights pretrained on the public part.
+    #[serde(default)]
+    pub start: Start,
+    /// Train LoRA adapters on attention's q and v only (the rest frozen).
+    #[serde(default)]
+    pub lora: Option<LoraSpec>,
+    /// Adam's learning rate, where it is not the table's.
+    #[serde(default)]
+    pub lr: Option<f64>,
+}
+
+/// Where a run's weights start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Start {
+    /// GPT-2's initialisation, seeded.
+    #[default]
+    Scratch,
+    /// The model pretrained non-privately on the public part of the corpus.
+    Pretrained,
+}
+
+/// A run's LoRA adapters.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoraSpec {
+    /// Rank r.
+    pub rank: usize,
+    /// α (updates scaled by α / r).
+    pub alpha: f64,
+}
+
+/// The public part of the corpus: whole genres, the tokenizer's and pretraining's data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PublicPart {
+    /// Brown category letters (`a`–`c` press, `j` learned, …).
+    pub genres: String,
+    /// Adam's learning rate in pretraining.
+    pub lr: f64,
 }
 
 /// The table's configuration.
@@ -93,6 +141,12 @@ pub struct LmTable {
     pub canary_copies: Vec<usize>,
     /// The runs.
     pub runs: Vec<LmRun>,
+    /// A public part of the corpus (whole genres): the tokenizer is trained on it and the
+    /// pretrained runs start from a model trained on it; the training, validation and
+    /// test rows are then the private genres'. `None`: one corpus, tokenizer on its
+    /// training documents.
+    #[serde(default)]
+    pub public: Option<PublicPart>,
 }
 
 impl LmTable {

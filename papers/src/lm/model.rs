@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use candle_core::{Module, Tensor};
-use dp_models::nn::{loss, DpVarBuilder, Linear, Transformer, TransformerConfig};
+use dp_models::nn::{loss, DpVarBuilder, Linear, LinearLayers, Transformer, TransformerConfig};
 use serde::{Deserialize, Serialize};
 
 use super::rows::{TokenRows, IGNORE};
@@ -81,6 +81,13 @@ impl LmModel {
     pub fn perplexity(&self, rows: &TokenRows, batch: usize) -> Result<f64> {
         let losses = self.row_losses(rows, batch)?;
         Ok((losses.iter().sum::<f64>() / losses.len().max(1) as f64).exp())
+    }
+}
+
+/// The transformer's Linear layers (the head is the token embedding's, tied).
+impl LinearLayers for LmModel {
+    fn linear_layers_mut(&mut self) -> Vec<&mut Linear> {
+        self.transformer.linear_layers_mut()
     }
 }
 

@@ -10,8 +10,9 @@ use sha2::{Digest, Sha256};
 
 use super::canaries::mean_exposure;
 use super::corpus::LmCorpus;
+use super::pretrain::pretrained;
 use super::train::{train_one, LmResult};
-use super::{LmRun, LmTable};
+use super::{LmRun, LmTable, Start};
 use crate::config::TableHeading;
 use crate::plot::{line_plot, Series};
 use crate::report::{fmt, RunHeader, TableReport};
@@ -22,13 +23,26 @@ mod findings;
 
 /// A run's cache key: the table's settings for this profile and the run.
 fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
-    let material = serde_json::json!({
+    let mut material = serde_json::json!({
         "schema": 2,
         "profile": table.profile(profile),
         "physical_batch": table.physical_batch, "clip": table.clip, "lr": table.lr,
         "copies": table.canary_copies,
         "epsilon": run.epsilon,
     });
+    // Only where set, so that a table without them keeps its keys.
+    if let Some(public) = &table.public {
+        material["public"] = serde_json::json!(public);
+    }
+    if run.start != Start::Scratch {
+        material["start"] = serde_json::json!(run.start);
+    }
+    if let Some(lora) = run.lora {
+        material["lora"] = serde_json::json!(lora);
+    }
+    if let Some(lr) = run.lr {
+        material["run_lr"] = serde_json::json!(lr);
+    }
     let digest = Sha256::digest(serde_json::to_vec(&material)?);
     Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
 }
@@ -62,6 +76,7 @@ pub fn lm_report(
         &profile.sizes,
         &table.canary_copies,
         &profile.audit,
+        table.public.as_ref().map(|p| p.genres.as_str()),
     )?;
     println!(
         "  vocabulary {}, {} training windows of {} tokens (at most {} per document) and {} canary rows, {} test windows",
@@ -74,9 +89,13 @@ pub fn lm_report(
     );
     let runs_dir = out.join("runs").join(&heading.id);
     std::fs::create_dir_all(&runs_dir)?;
+    let base = pretrained(table, profile, &corpus, &runs_dir, !args.cached_only)?;
     let mut results = Vec::new();
     for run in &table.runs {
-        results.push(train_or_load(table, run, &corpus, args, &runs_dir)?);
+        let weights = base.as_ref().map(|(w, _)| w);
+        results.push(train_or_load(
+            table, run, &corpus, args, &runs_dir, weights,
+        )?);
     }
     let rows = table
         .runs
@@ -95,13 +114,24 @@ pub fn lm_report(
     let finished: Vec<&LmResult> = results.iter().flatten().collect();
     let plots = plots(out, &heading.id, &finished, &table.canary_copies)?;
     let mut run_header = header(started.elapsed().as_secs_f64());
-    run_header.runs_wall_s = Some(finished.iter().map(|r| r.wall_s).sum());
+    run_header.runs_wall_s =
+        (!finished.is_empty()).then(|| finished.iter().map(|r| r.wall_s).sum());
     let mut commits: Vec<String> = finished.iter().map(|r| r.commit.clone()).collect();
     commits.sort();
     commits.dedup();
     run_header.run_commits = commits;
+    let mut findings = findings::findings(&finished, &table.canary_copies, corpus.max_per_document);
+    if let (Some(public), Some((_, record))) = (&table.public, &base) {
+        findings.insert(
+            0,
+            format!(
+                "Pretrained non-privately on the public genres {:?} ({} windows, tokenizer trained there too): {} steps, public validation perplexity {:.1}, {:.0} s at commit {}.",
+                public.genres, record.windows, record.steps, record.public_validation_perplexity, record.wall_s, record.commit
+            ),
+        );
+    }
     Ok(TableReport {
-        findings: findings::findings(&finished, &table.canary_copies, corpus.max_per_document),
+        findings,
         plots,
         details: vec![per_epoch(&finished)],
         data: serde_json::to_value(&finished)?,
@@ -116,6 +146,7 @@ fn train_or_load(
     corpus: &LmCorpus,
     args: &ReproduceArgs,
     runs_dir: &Path,
+    pretrained: Option<&dp_models::nn::StateDict>,
 ) -> Result<Option<LmResult>> {
     let key = key(table, run, args.profile)?;
     let path = runs_dir.join(format!("{key}.json"));
@@ -133,7 +164,8 @@ fn train_or_load(
             return Ok(None);
         }
         None => {
-            let r = train_one(table, table.profile(args.profile), run, corpus, &key)?;
+            let profile = table.profile(args.profile);
+            let r = train_one(table, profile, run, corpus, &key, pretrained)?;
             write_atomically(&path, &serde_json::to_vec_pretty(&r)?)?;
             r
         }
@@ -151,20 +183,24 @@ fn train_or_load(
 }
 
 fn columns(table: &LmTable) -> Vec<String> {
-    let mut c: Vec<String> = [
-        "run",
-        "σ",
-        "steps",
-        "ε PLD",
-        "ε RDP",
-        "δ",
-        "test perplexity",
-        "validation perplexity",
-        "train perplexity (not covered by ε)",
-        "test − train perplexity",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut c: Vec<String> = vec!["run".into()];
+    if table.public.is_some() {
+        c.push("trainable parameters".into());
+    }
+    c.extend(
+        [
+            "σ",
+            "steps",
+            "ε PLD",
+            "ε RDP",
+            "δ",
+            "test perplexity",
+            "validation perplexity",
+            "train perplexity (not covered by ε)",
+            "test − train perplexity",
+        ]
+        .map(String::from),
+    );
     for n in &table.canary_copies {
         c.push(format!("mean exposure, n_c = {n} (bits)"));
     }
@@ -198,8 +234,11 @@ fn row(table: &LmTable, r: &LmResult) -> Vec<String> {
     let last = r.epochs.last();
     let pick = |f: fn(&super::train::LmEpoch) -> f64| last.map(f);
     let (test, train) = (pick(|e| e.test_perplexity), pick(|e| e.train_perplexity));
-    let mut row = vec![
-        r.label.clone(),
+    let mut row = vec![r.label.clone()];
+    if table.public.is_some() {
+        row.push(r.parameters.to_string());
+    }
+    row.extend([
         if r.target_epsilon.is_some() {
             format!("{:.4}", r.noise_multiplier)
         } else {
@@ -213,7 +252,7 @@ fn row(table: &LmTable, r: &LmResult) -> Vec<String> {
         fmt(pick(|e| e.validation_perplexity), 1),
         fmt(train, 1),
         fmt(test.zip(train).map(|(a, b)| a - b), 1),
-    ];
+    ]);
     for &n in &table.canary_copies {
         row.push(fmt(Some(mean_exposure(&r.exposures, n)), 2));
     }
@@ -267,6 +306,85 @@ fn per_epoch(results: &[&LmResult]) -> (String, Vec<String>, Vec<Vec<String>>) {
     ("Per epoch".into(), columns, rows)
 }
 
+fn last_test(r: &LmResult) -> f64 {
+    r.epochs.last().map_or(f64::NAN, |e| e.test_perplexity)
+}
+
+fn eps(r: &LmResult) -> f64 {
+    r.epsilon_pld.unwrap_or(f64::NAN)
+}
+
+/// A run's family in the plots: where it starts and what it trains.
+fn family(r: &LmResult) -> &'static str {
+    match (r.start, r.lora.is_some(), r.epsilon_pld.is_some()) {
+        (Start::Scratch, _, true) => "DP-Adam",
+        (Start::Scratch, _, false) => "non-private",
+        (Start::Pretrained, false, true) => "DP fine-tuning",
+        (Start::Pretrained, true, true) => "DP LoRA",
+        (Start::Pretrained, _, false) => "non-private fine-tuning",
+    }
+}
+
+/// Test perplexity against ε, one line per private family, a dashed level per
+/// non-private run over the private runs' range `(lo, hi)`.
+fn perplexity_series(
+    results: &[&LmResult],
+    private: &[&LmResult],
+    (lo, hi): (f64, f64),
+) -> Vec<Series> {
+    let mut families: Vec<&str> = Vec::new();
+    for r in private {
+        if !families.contains(&family(r)) {
+            families.push(family(r));
+        }
+    }
+    let mut series: Vec<Series> = families
+        .iter()
+        .map(|f| Series {
+            label: f.to_string(),
+            points: private
+                .iter()
+                .filter(|r| family(r) == *f)
+                .map(|r| (eps(r), last_test(r)))
+                .collect(),
+            dashed: false,
+            spread: Vec::new(),
+        })
+        .collect();
+    for np in results.iter().filter(|r| r.epsilon_pld.is_none()) {
+        series.push(Series {
+            label: family(np).into(),
+            points: vec![(lo, last_test(np)), (hi, last_test(np))],
+            dashed: true,
+            spread: Vec::new(),
+        });
+    }
+    series
+}
+
+/// Both audits' lower bounds against the claimed ε, and the diagonal.
+fn audit_series(private: &[&LmResult], (lo, hi): (f64, f64)) -> Result<Vec<Series>> {
+    let line = |label: &str, points, dashed| Series {
+        label: label.into(),
+        points,
+        dashed,
+        spread: Vec::new(),
+    };
+    let claimed = private
+        .iter()
+        .map(|r| (eps(r), r.audit.lower_bound))
+        .collect();
+    let fdp = private
+        .iter()
+        .map(|r| Ok((eps(r), r.audit.fdp_lower_bound(r.delta)?)))
+        .collect::<Result<_>>()?;
+    Ok(vec![
+        line("audited lower bound (Steinke et al.)", claimed, false),
+        line("f-DP audited lower bound", fdp, false),
+        line("claimed ε", vec![(lo, lo), (hi, hi)], true),
+    ])
+}
+
 /// The four plots, written next to the table.
 fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Result<Vec<String>> {
     if results.is_empty() {
@@ -279,67 +397,28 @@ fn plots(out: &Path, id: &str, results: &[&LmResult], copies: &[usize]) -> Resul
         written.push(file);
         Ok(())
     };
-    let private: Vec<&&LmResult> = results.iter().filter(|r| r.epsilon_pld.is_some()).collect();
-    let last_test = |r: &LmResult| r.epochs.last().map_or(f64::NAN, |e| e.test_perplexity);
-    let eps = |r: &LmResult| r.epsilon_pld.unwrap_or(f64::NAN);
+    let private: Vec<&LmResult> = results
+        .iter()
+        .copied()
+        .filter(|r| r.epsilon_pld.is_some())
+        .collect();
     if !private.is_empty() {
         let (lo, hi) = private.iter().fold((f64::MAX, f64::MIN), |(a, b), r| {
             (a.min(eps(r)), b.max(eps(r)))
         });
-        let mut series = vec![Series {
-            label: "DP-Adam".into(),
-            points: private.iter().map(|r| (eps(r), last_test(r))).collect(),
-            dashed: false,
-            spread: Vec::new(),
-        }];
-        if let Some(np) = results.iter().find(|r| r.epsilon_pld.is_none()) {
-            series.push(Series {
-                label: "non-private".into(),
-                points: vec![(lo, last_test(np)), (hi, last_test(np))],
-                dashed: true,
-                spread: Vec::new(),
-            });
-        }
         plot(
             "perplexity-vs-epsilon",
             "Brown, causal transformer: test perplexity against ε (PLD)",
             "ε (PLD, δ = 1/N^1.1)",
             "test perplexity",
-            series,
+            perplexity_series(results, &private, (lo, hi)),
         )?;
-        let claimed: Vec<(f64, f64)> = private
-            .iter()
-            .map(|r| (eps(r), r.audit.lower_bound))
-            .collect();
-        let fdp: Vec<(f64, f64)> = private
-            .iter()
-            .map(|r| Ok((eps(r), r.audit.fdp_lower_bound(r.delta)?)))
-            .collect::<Result<_>>()?;
         plot(
             "audit",
             "One-run audit: empirical ε lower bound (95%) against the claimed ε",
             "claimed ε (PLD)",
             "ε",
-            vec![
-                Series {
-                    label: "audited lower bound (Steinke et al.)".into(),
-                    points: claimed,
-                    dashed: false,
-                    spread: Vec::new(),
-                },
-                Series {
-                    label: "f-DP audited lower bound".into(),
-                    points: fdp,
-                    dashed: false,
-                    spread: Vec::new(),
-                },
-                Series {
-                    label: "claimed ε".into(),
-                    points: vec![(lo, lo), (hi, hi)],
-                    dashed: true,
-                    spread: Vec::new(),
-                },
-            ],
+            audit_series(&private, (lo, hi))?,
         )?;
     }
     let x = |n: usize| ((1 + n) as f64).log10();

@@ -5,12 +5,12 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 use dp_mechanisms::NoiseSource;
-use dp_models::nn::{DpVarBuilder, PrivateNet, Taps};
+use dp_models::nn::{add_lora, DpVarBuilder, LoraConfig, PrivateNet, StateDict, Taps};
 use dp_models::TrainingData;
 use dp_optim::{
     noise_multiplier_for, Clipping, Control, DpSgd, EpochSummary, GradientNormalisation, Observer,
@@ -23,7 +23,7 @@ use super::canaries::{exposures, Exposure};
 use super::corpus::LmCorpus;
 use super::model::LmModel;
 use super::rows::TokenRows;
-use super::{LmProfile, LmRun, LmTable};
+use super::{LmProfile, LmRun, LmTable, LoraSpec, Start};
 
 /// One epoch of one run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -53,8 +53,17 @@ pub struct LmResult {
     pub label: String,
     /// The commit that trained it.
     pub commit: String,
-    /// Parameters.
+    /// Trainable parameters (clipped, noised and updated).
     pub parameters: usize,
+    /// Frozen parameters (the pretrained base under LoRA).
+    #[serde(default)]
+    pub frozen_parameters: usize,
+    /// Where its weights started.
+    #[serde(default)]
+    pub start: Start,
+    /// Its LoRA adapters, if any.
+    #[serde(default)]
+    pub lora: Option<LoraSpec>,
     /// Training rows N (windows and inserted canaries).
     pub records: usize,
     /// δ = 1/N^1.1.
@@ -85,7 +94,7 @@ pub struct LmResult {
 
 /// GPT-2's initialisation, seeded: matrices and embeddings N(0, 0.02²), biases 0 (norms
 /// keep their ones and zeros).
-fn initialise(taps: &Taps, seed: u64) -> Result<()> {
+pub(super) fn initialise(taps: &Taps, seed: u64) -> Result<()> {
     let mut rng = NoiseSource::seeded(seed);
     for p in taps.params() {
         let t = p.var.as_tensor();
@@ -146,7 +155,7 @@ fn train_config(
         sampler,
         privacy,
         optimizer: Optimizer::Adam {
-            lr: table.lr,
+            lr: run.lr.unwrap_or(table.lr),
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
@@ -166,19 +175,60 @@ fn rdp_epsilon(q: f64, sigma: f64, steps: u64, delta: f64) -> Result<f64> {
     Ok(a.epsilon(delta)?)
 }
 
-/// Trains one run of `table` on `corpus`.
+/// The run's starting weights: the seeded initialisation, or `pretrained` loaded by name;
+/// with LoRA, adapters on every block's q and v (A seeded N(0, 1/d), B = 0) and all else
+/// frozen.
+fn starting_point(
+    run: &LmRun,
+    model: &mut LmModel,
+    varmap: &VarMap,
+    vb: &DpVarBuilder,
+    pretrained: Option<&StateDict>,
+) -> Result<()> {
+    initialise(vb.taps(), 1)?;
+    if run.start == Start::Pretrained {
+        let weights = pretrained.context("a pretrained run without pretrained weights")?;
+        weights.load_into(varmap, true)?;
+    }
+    if let Some(spec) = run.lora {
+        let config = LoraConfig {
+            rank: spec.rank,
+            alpha: spec.alpha,
+            keep_trainable: Vec::new(),
+        };
+        add_lora(model, vb, &config, |name| {
+            name.ends_with(".q") || name.ends_with(".v")
+        })?;
+        let mut rng = NoiseSource::seeded(4);
+        for p in vb.taps().params() {
+            let t = p.var.as_tensor();
+            if p.name.contains("lora_a") {
+                let std = 1.0 / (t.dim(1)? as f64).sqrt();
+                let values: Vec<f32> = (0..t.elem_count())
+                    .map(|_| (std * rng.standard_normal()) as f32)
+                    .collect();
+                p.var
+                    .set(&Tensor::from_vec(values, t.shape(), t.device())?)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Trains one run of `table` on `corpus` (a pretrained run from `pretrained`).
 pub fn train_one(
     table: &LmTable,
     profile: &LmProfile,
     run: &LmRun,
     corpus: &LmCorpus,
     key: &str,
+    pretrained: Option<&StateDict>,
 ) -> Result<LmResult> {
     let started = Instant::now();
     let (varmap, taps, device) = (VarMap::new(), Taps::new(), Device::Cpu);
     let vb = DpVarBuilder::from_varmap(&varmap, &taps, &device);
-    let model = LmModel::new(profile.shape, corpus.vocab, &vb)?;
-    initialise(&taps, 1)?;
+    let mut model = LmModel::new(profile.shape, corpus.vocab, &vb)?;
+    starting_point(run, &mut model, &varmap, &vb, pretrained)?;
     let batch = table.physical_batch;
     let audit_rows = corpus.audit_format.rows(&corpus.audit.sequences)?;
     let initial_audit = model.row_losses(&audit_rows, batch)?;
@@ -228,6 +278,13 @@ pub fn train_one(
         label: run.label.clone(),
         commit: crate::git_commit(),
         parameters: taps.num_params(),
+        frozen_parameters: taps
+            .frozen_params()
+            .iter()
+            .map(|p| p.var.as_tensor().elem_count())
+            .sum(),
+        start: run.start,
+        lora: run.lora,
         records: n,
         delta,
         target_epsilon: run.epsilon,

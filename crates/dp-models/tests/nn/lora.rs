@@ -67,12 +67,14 @@ fn adapters_on_q_and_v_match_the_per_example_loop() {
 fn an_adapted_layer_adds_the_scaled_low_rank_update() {
     let (_varmap, taps, vb) = builder();
     let base = nn::linear(5, 4, vb.pp("fc")).expect("layer");
+    base.weight().set(&random(2, &[4, 5], 1.0)).expect("W");
     let x = random(3, &[6, 5], 1.0);
-    let before = base.forward(&x).expect("base");
     let adapted = base
         .with_lora(&config(2, 3.0, &[]), vb.pp("fc"))
         .expect("adapter");
     assert_eq!(taps.frozen_params().len(), 2, "the base is frozen");
+    // The base's output on the frozen (constant) path that the adapted layer takes.
+    let before = base.forward(&x).expect("base");
     let diff = (adapted.forward(&x).expect("fwd") - &before).expect("diff");
     let zero = diff.abs().and_then(|d| d.max_all()).expect("max");
     assert_eq!(zero.to_scalar::<f32>().expect("scalar"), 0.0);

@@ -4,6 +4,7 @@
 
 use super::super::canaries::{exposure_bound, mean_exposure};
 use super::super::train::LmResult;
+use super::super::Start;
 
 /// One line per finding, each saying whether it holds.
 pub fn findings(results: &[&LmResult], copies: &[usize], max_per_document: usize) -> Vec<String> {
@@ -47,6 +48,7 @@ pub fn findings(results: &[&LmResult], copies: &[usize], max_per_document: usize
             }
         ));
     }
+    out.extend(fine_tuning(results));
     out.push(format!(
         "The guarantee is per training sequence (one window of a document's tokens). A document cut into k windows is protected as a group of k (group privacy: (kε, k·e^((k−1)ε)·δ)); here k is at most {max_per_document}, so at the document level the stated ε says little. A canary inserted n_c times is likewise a group of n_c."
     ));
@@ -78,4 +80,42 @@ fn private_exposure(r: &LmResult, copies: &[usize]) -> String {
         parts.join(", "),
         if exceeded.is_empty() { "holds".to_string() } else { format!("does not hold at n_c = {}", exceeded.join(", ")) }
     )
+}
+
+/// Private fine-tuning against non-private fine-tuning from the same pretrained weights:
+/// at ε = 8 the best private run's test perplexity within 1.25× of the non-private one's
+/// (the target), and the ratio at every other ε.
+fn fine_tuning(results: &[&LmResult]) -> Vec<String> {
+    let test = |r: &LmResult| r.epochs.last().map_or(f64::NAN, |e| e.test_perplexity);
+    let tuned: Vec<&&LmResult> = results
+        .iter()
+        .filter(|r| r.start == Start::Pretrained)
+        .collect();
+    let Some(reference) = tuned.iter().find(|r| r.target_epsilon.is_none()) else {
+        return Vec::new();
+    };
+    let mut targets: Vec<f64> = tuned.iter().filter_map(|r| r.target_epsilon).collect();
+    targets.sort_by(|a, b| b.total_cmp(a));
+    targets.dedup();
+    targets
+        .iter()
+        .filter_map(|&eps| {
+            let best = tuned
+                .iter()
+                .filter(|r| r.target_epsilon == Some(eps))
+                .min_by(|a, b| test(a).total_cmp(&test(b)))?;
+            let ratio = test(best) / test(reference);
+            let verdict = if eps == 8.0 {
+                if ratio <= 1.25 { " — within 1.25×: holds" } else { " — within 1.25×: does not hold" }
+            } else {
+                ""
+            };
+            Some(format!(
+                "Fine-tuned at ε = {eps}: best private test perplexity {:.1} ({}) is {ratio:.2}× the non-private fine-tuning's {:.1}{verdict}.",
+                test(best),
+                best.label,
+                test(reference)
+            ))
+        })
+        .collect()
 }

@@ -1,0 +1,152 @@
+//! Non-private pretraining on the public part of the corpus: the weights the fine-tuning
+//! runs start from, trained once per table and profile and kept in the run cache
+//! (`pretrained-<key>.safetensors`, with its record in `pretrained-<key>.json`).
+//!
+//! Privacy: the public genres are treated as public data — nothing here reads the private
+//! part — so the pretrained weights are constants of every private run (post-processing
+//! of public data; no charge).
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use candle_core::Device;
+use candle_nn::VarMap;
+use dp_mechanisms::NoiseSource;
+use dp_models::nn::{DpVarBuilder, PrivateNet, StateDict, Taps};
+use dp_models::TrainingData;
+use dp_optim::{
+    DpSgd, GradientNormalisation, Optimizer, PrivacyEngine, Sampler, TrainConfig, Trainer,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::corpus::{LmCorpus, PublicRows};
+use super::model::LmModel;
+use super::rows::TokenRows;
+use super::train::initialise;
+use super::{LmProfile, LmTable, PublicPart};
+use crate::training::write_atomically;
+
+/// The record of one pretraining.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Pretrained {
+    /// Steps of expected batch `batch_size`.
+    pub steps: u64,
+    /// Public training windows.
+    pub windows: usize,
+    /// Perplexity on the public validation windows after pretraining.
+    pub public_validation_perplexity: f64,
+    /// Wall seconds.
+    pub wall_s: f64,
+    /// The commit that trained it.
+    pub commit: String,
+}
+
+/// The cache key of a table's pretraining in `profile`.
+fn key(table: &LmTable, public: &PublicPart, profile: &LmProfile) -> Result<String> {
+    let material = serde_json::json!({
+        "schema": 1,
+        "sizes": profile.sizes, "shape": profile.shape,
+        "epochs": profile.pretrain_epochs, "batch": profile.batch_size,
+        "physical_batch": table.physical_batch,
+        "public": public,
+    });
+    let digest = Sha256::digest(serde_json::to_vec(&material)?);
+    Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The pretrained weights of `table`'s public part: read from `runs_dir`, or trained there
+/// when `may_train`; `None` when the table has no public part or may not train it.
+pub fn pretrained(
+    table: &LmTable,
+    profile: &LmProfile,
+    corpus: &LmCorpus,
+    runs_dir: &Path,
+    may_train: bool,
+) -> Result<Option<(StateDict, Pretrained)>> {
+    let (Some(public), Some(rows)) = (&table.public, &corpus.public) else {
+        return Ok(None);
+    };
+    let key = key(table, public, profile)?;
+    let weights = runs_dir.join(format!("pretrained-{key}.safetensors"));
+    let record = runs_dir.join(format!("pretrained-{key}.json"));
+    if weights.exists() && record.exists() {
+        let r: Pretrained = serde_json::from_str(&std::fs::read_to_string(&record)?)
+            .with_context(|| format!("reading {}", record.display()))?;
+        return Ok(Some((StateDict::read(&weights)?, r)));
+    }
+    if !may_train {
+        return Ok(None);
+    }
+    let (state, r) = pretrain(table, public, profile, corpus.vocab, rows)?;
+    let partial = weights.with_extension("partial");
+    state.write(&partial)?;
+    std::fs::rename(&partial, &weights)?;
+    write_atomically(&record, &serde_json::to_vec_pretty(&r)?)?;
+    println!(
+        "  pretrained on {} public windows: {} steps, public validation perplexity {:.1}, {:.0} s",
+        r.windows, r.steps, r.public_validation_perplexity, r.wall_s
+    );
+    Ok(Some((state, r)))
+}
+
+/// Adam on the public training windows, Poisson batches of the profile's size, no
+/// clipping or noise, from the seeded initialisation of every run.
+fn pretrain(
+    table: &LmTable,
+    public: &PublicPart,
+    profile: &LmProfile,
+    vocab: usize,
+    rows: &PublicRows,
+) -> Result<(StateDict, Pretrained)> {
+    let started = Instant::now();
+    let (varmap, taps, device) = (VarMap::new(), Taps::new(), Device::Cpu);
+    let vb = DpVarBuilder::from_varmap(&varmap, &taps, &device);
+    let model = LmModel::new(profile.shape, vocab, &vb)?;
+    initialise(&taps, 1)?;
+    let n = rows.train.len();
+    let steps_per_epoch = (n as f64 / profile.batch_size as f64).round().max(1.0) as u64;
+    let total_steps = steps_per_epoch * u64::from(profile.pretrain_epochs);
+    let config = TrainConfig {
+        sampler: Sampler::Poisson {
+            sampling_rate: (profile.batch_size as f64 / n as f64).min(1.0),
+        },
+        privacy: None,
+        optimizer: Optimizer::Adam {
+            lr: public.lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        },
+        normalisation: GradientNormalisation::ExpectedBatchSize,
+    };
+    let lm = model.clone();
+    let net = PrivateNet::new(
+        &varmap,
+        &taps,
+        &device,
+        move |d: &TokenRows, b: &[usize]| {
+            let (x, y) = d.batch(b)?;
+            Ok(lm.losses(&x, &y)?)
+        },
+    )?;
+    let mut engine = PrivacyEngine::new(net, config, n, NoiseSource::seeded(3))?;
+    engine.set_physical_batch_size(table.physical_batch)?;
+    let trainer = Trainer {
+        total_steps,
+        steps_per_epoch,
+        checkpoints: None,
+        schedule: None,
+    };
+    trainer.fit(&mut engine, &mut DpSgd, &rows.train, &mut ())?;
+    let record = Pretrained {
+        steps: engine.steps(),
+        windows: n,
+        public_validation_perplexity: model
+            .perplexity(&rows.validation, table.physical_batch * 4)?,
+        wall_s: started.elapsed().as_secs_f64(),
+        commit: crate::git_commit(),
+    };
+    Ok((taps.state_dict(), record))
+}
