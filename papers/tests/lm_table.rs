@@ -167,10 +167,17 @@ fn fine_tuning_starts_from_public_pretraining_and_lora_trains_only_adapters() ->
     assert!(!public.train.is_empty() && !public.validation.is_empty());
     let dir = std::env::temp_dir().join(format!("dp-lm-pretrain-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let (weights, record) =
-        pretrained(&table, &table.full, &corpus, &dir, true)?.expect("pretrained");
-    let (_, again) = pretrained(&table, &table.full, &corpus, &dir, false)?.expect("cached");
-    assert_eq!(again.steps, record.steps, "read back from the cache");
+    let first = pretrained(&table, &table.full, &corpus, &dir, true)?.expect("pretrained");
+    let weights = first.weights.expect("trained weights");
+    let again = pretrained(&table, &table.full, &corpus, &dir, false)?.expect("cached");
+    assert_eq!(
+        again.record.steps, first.record.steps,
+        "read back from the cache"
+    );
+    assert!(
+        again.weights.is_none(),
+        "weights only where a run trains from them"
+    );
     std::fs::remove_dir_all(&dir)?;
     let run = |label: &str, start, lora, epsilon| LmRun {
         label: label.into(),

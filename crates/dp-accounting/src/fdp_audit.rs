@@ -167,6 +167,11 @@ pub fn fdp_one_run_gaussian_epsilon(
     delta: f64,
     confidence: f64,
 ) -> Result<f64> {
+    Tradeoff::Approximate {
+        epsilon: 0.0,
+        delta,
+    }
+    .validate()?;
     let mu = fdp_one_run_mu_lower_bound(outcome, confidence)?;
     Ok(epsilon_for_mu(delta, mu))
 }

@@ -177,6 +177,10 @@ fn bad_inputs_are_typed_errors() {
         named(fdp_one_run_epsilon_lower_bound(&o, 1.0, 0.9)),
         "delta"
     );
+    assert_eq!(
+        named(fdp_one_run_gaussian_epsilon(&o, f64::NAN, 0.9)),
+        "delta"
+    );
     let refused = fdp_one_run_refuses(&o, Tradeoff::Gaussian { mu: f64::NAN }, 0.9);
     assert!(matches!(
         refused,

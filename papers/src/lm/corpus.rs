@@ -73,6 +73,14 @@ impl LmCorpus {
         audit: &AuditConfig,
         public_genres: Option<&str>,
     ) -> Result<Self> {
+        if let Some(genres) = public_genres {
+            for g in genres.chars() {
+                ensure!(
+                    documents.iter().any(|d| d.category == g),
+                    "public genre {g:?} matches no document (Brown's categories are a–r)"
+                );
+            }
+        }
         let (public, private): (Vec<BrownText>, Vec<BrownText>) = documents
             .into_iter()
             .partition(|d| public_genres.is_some_and(|g| g.contains(d.category)));

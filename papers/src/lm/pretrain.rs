@@ -51,33 +51,60 @@ fn key(table: &LmTable, public: &PublicPart, profile: &LmProfile) -> Result<Stri
         "epochs": profile.pretrain_epochs, "batch": profile.batch_size,
         "physical_batch": table.physical_batch,
         "public": public,
+        // The initialisation's and the engine's seeds (pretrain below).
+        "seeds": [1, 3],
     });
     let digest = Sha256::digest(serde_json::to_vec(&material)?);
     Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The pretrained weights of `table`'s public part: read from `runs_dir`, or trained there
-/// when `may_train`; `None` when the table has no public part or may not train it.
+/// A table's pretraining: its record, and its weights where they were needed.
+pub struct Pretraining {
+    /// What the pretraining did.
+    pub record: Pretrained,
+    /// The weights (read or trained only when a run must train from them).
+    pub weights: Option<StateDict>,
+}
+
+/// The pretraining of `table`'s public part from `runs_dir`: with `train` (a run must
+/// train from it) its weights, read or trained and written there; without, its record
+/// where one is (the weights are not committed, the record is). `None` without a public
+/// part, or without `train` before any pretraining.
 pub fn pretrained(
     table: &LmTable,
     profile: &LmProfile,
     corpus: &LmCorpus,
     runs_dir: &Path,
-    may_train: bool,
-) -> Result<Option<(StateDict, Pretrained)>> {
+    train: bool,
+) -> Result<Option<Pretraining>> {
     let (Some(public), Some(rows)) = (&table.public, &corpus.public) else {
         return Ok(None);
     };
+    anyhow::ensure!(
+        profile.pretrain_epochs >= 1,
+        "a table with a public part needs pretrain_epochs >= 1"
+    );
     let key = key(table, public, profile)?;
     let weights = runs_dir.join(format!("pretrained-{key}.safetensors"));
     let record = runs_dir.join(format!("pretrained-{key}.json"));
-    if weights.exists() && record.exists() {
-        let r: Pretrained = serde_json::from_str(&std::fs::read_to_string(&record)?)
-            .with_context(|| format!("reading {}", record.display()))?;
-        return Ok(Some((StateDict::read(&weights)?, r)));
+    let read_record = || -> Result<Pretrained> {
+        serde_json::from_str(&std::fs::read_to_string(&record)?)
+            .with_context(|| format!("reading {}", record.display()))
+    };
+    if !train {
+        return Ok(match record.exists() {
+            true => Some(Pretraining {
+                record: read_record()?,
+                weights: None,
+            }),
+            false => None,
+        });
     }
-    if !may_train {
-        return Ok(None);
+    if weights.exists() && record.exists() {
+        return Ok(Some(Pretraining {
+            record: read_record()?,
+            weights: Some(StateDict::read(&weights)?),
+        }));
     }
     let (state, r) = pretrain(table, public, profile, corpus.vocab, rows)?;
     let partial = weights.with_extension("partial");
@@ -88,7 +115,10 @@ pub fn pretrained(
         "  pretrained on {} public windows: {} steps, public validation perplexity {:.1}, {:.0} s",
         r.windows, r.steps, r.public_validation_perplexity, r.wall_s
     );
-    Ok(Some((state, r)))
+    Ok(Some(Pretraining {
+        record: r,
+        weights: Some(state),
+    }))
 }
 
 /// Adam on the public training windows, Poisson batches of the profile's size, no

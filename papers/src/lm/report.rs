@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::canaries::mean_exposure;
 use super::corpus::LmCorpus;
-use super::pretrain::pretrained;
+use super::pretrain::{pretrained, Pretraining};
 use super::train::{train_one, LmResult};
 use super::{LmRun, LmTable, Start};
 use crate::config::TableHeading;
@@ -39,6 +39,9 @@ fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
     }
     if let Some(lora) = run.lora {
         material["lora"] = serde_json::json!(lora);
+        // What train.rs fixes about the adapters.
+        material["lora_targets"] = serde_json::json!(["q", "v"]);
+        material["lora_init_seed"] = serde_json::json!(4);
     }
     if let Some(lr) = run.lr {
         material["run_lr"] = serde_json::json!(lr);
@@ -89,10 +92,18 @@ pub fn lm_report(
     );
     let runs_dir = out.join("runs").join(&heading.id);
     std::fs::create_dir_all(&runs_dir)?;
-    let base = pretrained(table, profile, &corpus, &runs_dir, !args.cached_only)?;
+    // The pretrained weights only where a run must still train from them.
+    let mut needs_weights = false;
+    for run in table.runs.iter().filter(|r| r.start == Start::Pretrained) {
+        let cached = runs_dir
+            .join(format!("{}.json", key(table, run, args.profile)?))
+            .exists();
+        needs_weights |= !cached && args.may_train(&run.label);
+    }
+    let base = pretrained(table, profile, &corpus, &runs_dir, needs_weights)?;
     let mut results = Vec::new();
     for run in &table.runs {
-        let weights = base.as_ref().map(|(w, _)| w);
+        let weights = base.as_ref().and_then(|b| b.weights.as_ref());
         results.push(train_or_load(
             table, run, &corpus, args, &runs_dir, weights,
         )?);
@@ -121,7 +132,7 @@ pub fn lm_report(
     commits.dedup();
     run_header.run_commits = commits;
     let mut findings = findings::findings(&finished, &table.canary_copies, corpus.max_per_document);
-    if let (Some(public), Some((_, record))) = (&table.public, &base) {
+    if let (Some(public), Some(Pretraining { record, .. })) = (&table.public, &base) {
         findings.insert(
             0,
             format!(
@@ -176,7 +187,10 @@ fn train_or_load(
         result.epochs.last().map_or(f64::NAN, |e| e.test_perplexity),
         fmt(result.epsilon_pld, 2),
         result.audit.lower_bound,
-        result.audit.fdp_lower_bound(result.delta)?,
+        result
+            .audit
+            .fdp_lower_bound(result.delta)
+            .unwrap_or(f64::NAN),
         result.wall_s
     );
     Ok(Some(result))

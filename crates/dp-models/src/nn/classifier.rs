@@ -34,6 +34,12 @@ impl<M: Module + 'static> ModuleClassifier<M> {
     /// Fails closed unless every variable of `varmap` belongs to a DP layer of `taps`.
     pub fn new(module: M, varmap: &VarMap, taps: &Taps, device: &Device) -> Result<Self> {
         taps.check_covers(varmap)?;
+        if taps.params().is_empty() {
+            return Err(Error::invalid_model(
+                "DP layer",
+                "the network has no trainable DP-layer parameter",
+            ));
+        }
         taps.seal();
         Ok(ModuleClassifier {
             route: Route::plan(&module, taps, device, None)?,

@@ -49,12 +49,13 @@ impl Taps {
         ranges.into_iter().map(|(_, range)| range).collect()
     }
 
-    /// The parameters by name, as a [`StateDict`](super::StateDict) (to save, or to load
-    /// into another network).
+    /// Every parameter by name, trainable and frozen, as a
+    /// [`StateDict`](super::StateDict) (to save, or to load into another network).
     pub fn state_dict(&self) -> super::StateDict {
         super::StateDict::from_tensors(
             self.params()
                 .into_iter()
+                .chain(self.frozen_params())
                 .map(|p| (p.name, p.var.as_tensor().clone())),
         )
     }
@@ -75,6 +76,7 @@ impl Taps {
                 },
             );
         }
+        parts.extend(self.notes());
         parts.join(" ")
     }
 }

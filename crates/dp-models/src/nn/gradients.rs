@@ -120,7 +120,12 @@ impl Taps {
         let device = params
             .first()
             .map(|p| p.var.as_tensor().device().clone())
-            .ok_or_else(|| Error::invalid_model("DP layer", "the network has no DP layer"))?;
+            .ok_or_else(|| {
+                Error::invalid_model(
+                    "DP layer",
+                    "the network has no trainable DP-layer parameter",
+                )
+            })?;
         let empty = Tensor::zeros(0, candle_core::DType::F32, &device)?;
         Ok(PrivateGradients {
             clipped_sums: params
@@ -178,7 +183,7 @@ impl Taps {
         if params.is_empty() {
             return Err(Error::invalid_model(
                 "DP layer",
-                "the network has no DP layer",
+                "the network has no trainable DP-layer parameter",
             ));
         }
         for varmap in self.varmaps() {

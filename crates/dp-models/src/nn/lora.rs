@@ -70,6 +70,7 @@ impl Linear {
                 "the layer already has an adapter",
             ));
         }
+        refuse_sealed(&vb)?;
         let (out, inputs) = self.weight().as_tensor().dims2()?;
         let down = linear_no_bias(inputs, config.rank, vb.pp("lora_a"))?;
         let b = vb
@@ -81,11 +82,13 @@ impl Linear {
             let id = p.var.as_tensor().id();
             base.iter().flatten().any(|v| v.as_tensor().id() == id)
         })?;
-        let adapter = Adapter {
-            down,
-            up,
-            scale: config.alpha / config.rank as f64,
-        };
+        let scale = config.alpha / config.rank as f64;
+        let owner = vb.prefix();
+        vb.taps().note(format!(
+            "{owner}: LoRA rank {} scale {scale:e}",
+            config.rank
+        ));
+        let adapter = Adapter { down, up, scale };
         Ok(self.clone().adapted(adapter))
     }
 }
@@ -108,6 +111,20 @@ pub fn add_lora(
     config: &LoraConfig,
     select: impl Fn(&str) -> bool,
 ) -> Result<usize> {
+    refuse_sealed(vb)?;
+    let params = vb.taps().params();
+    let kept =
+        |k: &str, name: &str| name == k || name.strip_prefix(k).is_some_and(|r| r.starts_with('.'));
+    if let Some(k) = config
+        .keep_trainable
+        .iter()
+        .find(|k| !params.iter().any(|p| kept(k, &p.name)))
+    {
+        return Err(Error::invalid_model(
+            "LoRA",
+            format!("keep_trainable {k:?} names no trainable parameter"),
+        ));
+    }
     let mut adapted = 0;
     for layer in model.linear_layers_mut() {
         let name = vb.taps().owner_of(layer.weight()).ok_or_else(|| {
@@ -126,13 +143,19 @@ pub fn add_lora(
     }
     let keep = |name: &str| {
         name.split('.').any(|s| s == "lora_a" || s == "lora_b")
-            || config.keep_trainable.iter().any(|k| {
-                name == k
-                    || name
-                        .strip_prefix(k.as_str())
-                        .is_some_and(|r| r.starts_with('.'))
-            })
+            || config.keep_trainable.iter().any(|k| kept(k, name))
     };
     vb.taps().freeze_where(|p| !keep(&p.name))?;
     Ok(adapted)
+}
+
+/// Adapters are added before the private model is built (its θ is laid out then).
+fn refuse_sealed(vb: &DpVarBuilder) -> Result<()> {
+    if vb.taps().is_sealed() {
+        return Err(Error::invalid_model(
+            "LoRA",
+            "adapters must be added before the private model is built over the taps",
+        ));
+    }
+    Ok(())
 }

@@ -45,6 +45,9 @@ struct State {
     /// A private model has been built over these taps: its trainable parameters are
     /// fixed (the engine's θ, moments and checkpoints are laid out on them).
     sealed: bool,
+    /// Settings of layers that shape the model without being parameters (a LoRA
+    /// adapter's scale), for the architecture fingerprint.
+    notes: Vec<String>,
     recording: Option<Vec<Record>>,
     /// The maps the DP layers' builders created parameters in: every variable of each
     /// must belong to a DP layer before any private gradient is returned.
@@ -90,7 +93,12 @@ impl Taps {
     /// Registers a parameter owned by `owner`; a name registered twice is an error.
     pub fn register(&self, name: &str, owner: &str, var: Var) -> Result<()> {
         let mut state = self.lock();
-        if state.params.iter().any(|p| p.name == name) {
+        if state
+            .params
+            .iter()
+            .chain(&state.frozen)
+            .any(|p| p.name == name)
+        {
             return Err(Error::invalid_model(
                 "DP layer",
                 format!("parameter {name} is registered twice"),
@@ -184,6 +192,23 @@ impl Taps {
     /// Fixes the trainable parameters: a private model is being built over them.
     pub(super) fn seal(&self) {
         self.lock().sealed = true;
+    }
+
+    /// Whether a private model has been built over these taps.
+    pub(super) fn is_sealed(&self) -> bool {
+        self.lock().sealed
+    }
+
+    /// Records a setting that shapes the model without being a parameter.
+    pub(super) fn note(&self, text: String) {
+        self.lock().notes.push(text);
+    }
+
+    /// The recorded settings, sorted.
+    pub(super) fn notes(&self) -> Vec<String> {
+        let mut notes = self.lock().notes.clone();
+        notes.sort();
+        notes
     }
 
     /// Moves the trainable parameters `select` picks to the frozen ones and returns how

@@ -229,3 +229,19 @@ fn a_frozen_layer_may_take_a_shared_input() {
     };
     check(&net, "frozen shared position table");
 }
+
+/// A state dict holds every parameter, frozen ones too; a frozen name cannot be
+/// registered again; a classifier with nothing trainable is refused.
+#[test]
+fn frozen_parameters_are_saved_and_not_registered_twice() {
+    let (varmap, taps, vb) = builder();
+    let a = nn::linear(3, 2, vb.pp("a")).expect("layer");
+    taps.freeze("a").expect("freeze");
+    let names = taps.state_dict();
+    assert_eq!(names.names(), ["a.bias", "a.weight"]);
+    let again = taps.register("a.weight", "a", taps.frozen_params()[1].var.clone());
+    assert!(matches!(again, Err(Error::InvalidModel { .. })));
+    let net = nn::Sequential::new().linear(a);
+    let refused = nn::ModuleClassifier::new(net, &varmap, &taps, &Device::Cpu);
+    assert!(matches!(refused.err(), Some(Error::InvalidModel { .. })));
+}

@@ -161,3 +161,66 @@ fn a_sequential_with_an_adapter_or_a_frozen_layer_takes_the_general_path() {
         );
     }
 }
+
+/// Adapters come before the private model: afterwards they are refused and nothing is
+/// registered; a `keep_trainable` that names nothing is refused; the adapters' scale is
+/// part of the architecture fingerprint.
+#[test]
+fn adapters_are_refused_late_and_their_scale_is_fingerprinted() {
+    let (varmap, taps, vb) = builder();
+    let fc = nn::linear(3, 2, vb.pp("fc")).expect("layer");
+    let _net = nn::PrivateNet::new(&varmap, &taps, &Device::Cpu, |_: &Rows, _: &[usize]| {
+        unreachable!("never run")
+    })
+    .expect("model");
+    let late = fc.with_lora(&config(1, 1.0, &[]), vb.pp("fc"));
+    assert!(matches!(
+        late,
+        Err(Error::InvalidModel { part: "LoRA", .. })
+    ));
+    assert_eq!(taps.params().len(), 2, "nothing registered");
+
+    let fingerprint = |alpha: f64| {
+        let (_v, taps, vb) = builder();
+        let fc = nn::linear(3, 2, vb.pp("fc")).expect("layer");
+        let _a = fc
+            .with_lora(&config(1, alpha, &[]), vb.pp("fc"))
+            .expect("adapter");
+        taps.architecture()
+    };
+    assert_ne!(fingerprint(1.0), fingerprint(2.0));
+
+    let (_v, _t, vb) = builder();
+    let mut model = Transformer::new(
+        &TransformerConfig {
+            vocab: 5,
+            context: 2,
+            width: 4,
+            heads: 1,
+            layers: 1,
+            mlp_ratio: 1,
+            causal: false,
+        },
+        vb.clone(),
+    )
+    .expect("model");
+    let typo = add_lora(&mut model, &vb, &config(1, 1.0, &["haed"]), |_| true);
+    assert!(matches!(
+        typo,
+        Err(Error::InvalidModel { part: "LoRA", .. })
+    ));
+}
+
+struct Rows;
+
+impl dp_models::TrainingData for Rows {
+    fn len(&self) -> usize {
+        0
+    }
+    fn validate(&self) -> dp_models::Result<()> {
+        Ok(())
+    }
+    fn digest(&self) -> String {
+        String::new()
+    }
+}
