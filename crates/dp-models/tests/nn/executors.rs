@@ -349,14 +349,13 @@ fn what_an_executor_does_not_run_falls_to_the_next() {
     let model = ModuleClassifier::new(net, &varmap, &taps, &Device::Cpu).expect("m");
     assert_eq!(model.executor(), Executor::General);
     for refused in [Executor::Fused, Executor::Staged] {
-        let err = match ModuleClassifier::new(
-            Sequential::new().module(candle_nn::Activation::Gelu),
-            &candle_nn::VarMap::new(),
-            &nn::Taps::new(),
-            &Device::Cpu,
-        )
-        .expect("m")
-        .with_executor(refused)
+        let (varmap, taps, vb) = builder();
+        let net = Sequential::new()
+            .linear(nn::linear(4, 3, vb.pp("a")).expect("a"))
+            .module(candle_nn::Activation::Gelu);
+        let err = match ModuleClassifier::new(net, &varmap, &taps, &Device::Cpu)
+            .expect("m")
+            .with_executor(refused)
         {
             Ok(_) => panic!("{refused:?} must be refused"),
             Err(err) => err.to_string(),
