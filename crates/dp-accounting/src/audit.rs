@@ -115,27 +115,31 @@ pub fn one_run_epsilon_lower_bound(
 ) -> Result<f64> {
     outcome.validate()?;
     check_delta(delta)?;
-    if confidence.is_nan() || confidence <= 0.0 || confidence >= 1.0 {
-        return Err(Error::InvalidParameter {
-            name: "confidence",
-            value: confidence,
-            reason: "must be in (0, 1)",
-        });
-    }
+    check_confidence(confidence)?;
     let log_alpha = (-confidence).ln_1p();
     let tails = Tails::new(outcome);
     let refused = |epsilon: f64| tails.log_p_value(epsilon, delta) < log_alpha;
+    // As ε → ∞ the binomial tail tends to 1 > 1 − confidence, so a bracket exists.
+    largest_refused(refused, outcome)
+}
+
+/// The largest parameter an audit refuses, for a refusal monotone in it (refused below
+/// the returned value): 0 when 0 is not refused, else bracket doubling and bisection to
+/// 1e-12 relative, keeping the invariant that the returned value is refused.
+pub(crate) fn largest_refused(
+    refused: impl Fn(f64) -> bool,
+    outcome: &AuditOutcome,
+) -> Result<f64> {
     if !refused(0.0) {
         return Ok(0.0);
     }
-    // As ε → ∞ the binomial tail tends to 1 > 1 − confidence, so a bracket exists.
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     while refused(hi) {
         lo = hi;
         hi *= 2.0;
         if hi > 1e6 {
             return Err(Error::Numerical(format!(
-                "no epsilon up to {hi} is accepted by the audit of {outcome:?}"
+                "every value up to {hi} is refused by the audit of {outcome:?}"
             )));
         }
     }
@@ -151,6 +155,18 @@ pub fn one_run_epsilon_lower_bound(
         }
     }
     Ok(lo)
+}
+
+/// A confidence in (0, 1).
+pub(crate) fn check_confidence(confidence: f64) -> Result<()> {
+    if confidence.is_nan() || confidence <= 0.0 || confidence >= 1.0 {
+        return Err(Error::InvalidParameter {
+            name: "confidence",
+            value: confidence,
+            reason: "must be in (0, 1)",
+        });
+    }
+    Ok(())
 }
 
 fn check_delta(delta: f64) -> Result<()> {

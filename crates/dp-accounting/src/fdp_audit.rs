@@ -26,6 +26,7 @@
 //! `h_i ≥ g(r_{i+1})`; a total above the `c′/m` that guesses can have contradicts the
 //! assumption.) `r` is kept ≤ 1 and `g(0) = 0`, `g(1) = 1`, as jax_privacy does.
 
+use crate::audit::{check_confidence, largest_refused};
 use crate::error::{Error, Result};
 use crate::gdp::epsilon_for_mu;
 use crate::logspace::normal_cdf;
@@ -174,45 +175,4 @@ pub fn fdp_one_run_gaussian_epsilon(
     .validate()?;
     let mu = fdp_one_run_mu_lower_bound(outcome, confidence)?;
     Ok(epsilon_for_mu(delta, mu))
-}
-
-/// Bracket doubling then bisection of a refusal monotone in the parameter (refused below
-/// the returned value).
-fn largest_refused(refused: impl Fn(f64) -> bool, outcome: &AuditOutcome) -> Result<f64> {
-    if !refused(0.0) {
-        return Ok(0.0);
-    }
-    let (mut lo, mut hi) = (0.0f64, 1.0f64);
-    while refused(hi) {
-        lo = hi;
-        hi *= 2.0;
-        if hi > 1e6 {
-            return Err(Error::Numerical(format!(
-                "every parameter up to {hi} is refused by the f-DP audit of {outcome:?}"
-            )));
-        }
-    }
-    for _ in 0..200 {
-        if hi - lo <= 1e-12 * hi.max(1.0) {
-            break;
-        }
-        let mid = 0.5 * (lo + hi);
-        if refused(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(lo)
-}
-
-fn check_confidence(confidence: f64) -> Result<()> {
-    if confidence.is_nan() || confidence <= 0.0 || confidence >= 1.0 {
-        return Err(Error::InvalidParameter {
-            name: "confidence",
-            value: confidence,
-            reason: "must be in (0, 1)",
-        });
-    }
-    Ok(())
 }
