@@ -11,6 +11,20 @@ use dp_models::Error;
 use super::check::{builder, check, random, tokens, Net};
 use super::layers::select;
 
+/// A one-block transformer of width 4 (for the refusals).
+fn tiny_transformer(vb: &nn::DpVarBuilder) -> Transformer {
+    let shape = TransformerConfig {
+        vocab: 5,
+        context: 2,
+        width: 4,
+        heads: 1,
+        layers: 1,
+        mlp_ratio: 1,
+        causal: false,
+    };
+    Transformer::new(&shape, vb.clone()).expect("model")
+}
+
 fn config(rank: usize, alpha: f64, keep: &[&str]) -> LoraConfig {
     LoraConfig {
         rank,
@@ -115,19 +129,7 @@ fn bad_adapters_are_refused() {
         Err(Error::InvalidModel { part: "LoRA", .. })
     ));
     let (_v, _t, vb) = builder();
-    let mut model = Transformer::new(
-        &TransformerConfig {
-            vocab: 5,
-            context: 2,
-            width: 4,
-            heads: 1,
-            layers: 1,
-            mlp_ratio: 1,
-            causal: false,
-        },
-        vb.clone(),
-    )
-    .expect("model");
+    let mut model = tiny_transformer(&vb);
     let none = add_lora(&mut model, &vb, &config(1, 1.0, &[]), |_| false);
     assert!(matches!(
         none,
@@ -191,19 +193,7 @@ fn adapters_are_refused_late_and_their_scale_is_fingerprinted() {
     assert_ne!(fingerprint(1.0), fingerprint(2.0));
 
     let (_v, _t, vb) = builder();
-    let mut model = Transformer::new(
-        &TransformerConfig {
-            vocab: 5,
-            context: 2,
-            width: 4,
-            heads: 1,
-            layers: 1,
-            mlp_ratio: 1,
-            causal: false,
-        },
-        vb.clone(),
-    )
-    .expect("model");
+    let mut model = tiny_transformer(&vb);
     let typo = add_lora(&mut model, &vb, &config(1, 1.0, &["haed"]), |_| true);
     assert!(matches!(
         typo,
