@@ -114,12 +114,12 @@ fn units(papers: &[&str], args: &ReproduceArgs) -> Result<Vec<Unit>> {
                         .filter(|r| args.may_train(&r.label))
                         .map(|r| unit(&r.label, u64::MAX)),
                 ),
-                // The language model's runs are the longest of all: first.
+                // The language model's runs are the longest of all: first (its sweep's
+                // candidates before its runs).
                 Experiment::Lm(t) => units.extend(
-                    t.runs
-                        .iter()
-                        .filter(|r| args.may_train(&r.label))
-                        .map(|r| unit(&r.label, u64::MAX)),
+                    t.labels()
+                        .filter(|label| args.may_train(label))
+                        .map(|label| unit(label, u64::MAX)),
                 ),
                 Experiment::Accounting { .. } | Experiment::DpdAccounting(_) => {}
             }

@@ -45,7 +45,7 @@ impl Experiment {
         match self {
             Experiment::Training(t) => t.runs.iter().map(|r| r.label.as_str()).collect(),
             Experiment::Wide(w) => w.runs.iter().map(|r| r.label.as_str()).collect(),
-            Experiment::Lm(t) => t.runs.iter().map(|r| r.label.as_str()).collect(),
+            Experiment::Lm(t) => t.labels().collect(),
             Experiment::Accounting { .. } | Experiment::DpdAccounting(_) => vec![],
         }
     }

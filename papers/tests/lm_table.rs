@@ -10,8 +10,11 @@ use dp_papers::lm::canaries::{exposure_bound, mean_exposure};
 use dp_papers::lm::corpus::LmCorpus;
 use dp_papers::lm::model::LmShape;
 use dp_papers::lm::pretrain::pretrained;
+use dp_papers::lm::sweep::{chosen, findings, proxy_runs, run_sweep, LmSweep};
+use dp_papers::lm::train::calibrated_sigma;
 use dp_papers::lm::train::train_one;
 use dp_papers::lm::{LmProfile, LmRun, LmSizes, LmTable, LoraSpec, PublicPart, Start};
+use dp_papers::{Profile, ReproduceArgs};
 
 /// 30 documents of one genre, sentences of words drawn from a small word list.
 fn documents() -> Vec<BrownText> {
@@ -81,6 +84,7 @@ fn table() -> LmTable {
         canary_copies: vec![0, 30],
         runs: vec![],
         public: None,
+        sweep: None,
     }
 }
 
@@ -100,6 +104,8 @@ fn non_private_memorises_and_private_runs_meet_their_epsilon() -> anyhow::Result
         start: Start::Scratch,
         lora: None,
         lr: None,
+        batch_size: None,
+        noise_multiplier: None,
     };
     let plain = train_one(
         &table,
@@ -185,6 +191,8 @@ fn fine_tuning_starts_from_public_pretraining_and_lora_trains_only_adapters() ->
         start,
         lora,
         lr: None,
+        batch_size: None,
+        noise_multiplier: None,
     };
     let mut short = table.clone();
     short.full.epochs = 1;
@@ -233,5 +241,101 @@ fn fine_tuning_starts_from_public_pretraining_and_lora_trains_only_adapters() ->
     let epsilon = lora.epsilon_pld.expect("ledger");
     assert!(epsilon <= 2.0 && epsilon > 1.8, "{epsilon}");
     assert!(lora.epochs.iter().all(|e| e.test_perplexity.is_finite()));
+    Ok(())
+}
+
+/// The sweep reads only public documents: two corpora that differ only in their private
+/// genre give bit-identical candidates. Each family's choice is its lowest proxy
+/// validation perplexity, and a table run that uses another learning rate is flagged.
+#[test]
+fn the_sweep_reads_no_private_document_and_flags_an_unswept_rate() -> anyhow::Result<()> {
+    let mut table = table();
+    table.full.epochs = 1;
+    table.full.pretrain_epochs = 2;
+    table.public = Some(PublicPart {
+        genres: "ab".into(),
+        lr: 0.01,
+    });
+    let candidate = |lr: f64| LmRun {
+        label: format!("sweep: DP, η = {lr}"),
+        epsilon: Some(4.0),
+        start: Start::Pretrained,
+        lora: None,
+        lr: Some(lr),
+        batch_size: None,
+        noise_multiplier: None,
+    };
+    let sweep = LmSweep {
+        pretrain_genres: "a".into(),
+        runs: vec![candidate(1e-4), candidate(0.02)],
+    };
+    let dir = std::env::temp_dir().join(format!("dp-lm-sweep-{}", std::process::id()));
+    let args = ReproduceArgs {
+        paper: "lm".into(),
+        profile: Profile::Full,
+        seeds: 1,
+        out: dir.clone(),
+        only: None,
+        list: false,
+        cached_only: false,
+        runs: vec![],
+        jobs: None,
+        page: None,
+    };
+    let outcome = |private_seed: u64, sub: &str| -> anyhow::Result<_> {
+        let mut documents = documents_of('a', 5);
+        documents.extend(documents_of('b', 6));
+        documents.extend(documents_of('c', private_seed));
+        run_sweep(&table, &sweep, &documents, &args, &dir.join(sub), 960)
+    };
+    // The table's sampling rate, steps and noise per example: 960 rows against the
+    // proxy's 240 give B′ = 8 of B = 32 and σ′ = σ/4.
+    let runs = proxy_runs(&sweep, &table.full, 960, 240)?;
+    let sigma = calibrated_sigma(4.0, 1.0 / 960f64.powf(1.1), 32, 960, 30)?;
+    assert_eq!(runs[0].batch_size, Some(8));
+    assert_eq!(runs[0].noise_multiplier, Some(sigma * 8.0 / 32.0));
+    let (one, other) = (outcome(7, "one")?, outcome(8, "other")?);
+    assert_eq!(one.runs[1].batch_size, one.runs[0].batch_size);
+    std::fs::remove_dir_all(&dir)?;
+    let last = |o: &dp_papers::lm::sweep::SweepOutcome| -> Vec<(f64, f64)> {
+        o.results
+            .iter()
+            .flatten()
+            .map(|r| {
+                let e = r.epochs.last().expect("an epoch");
+                (e.validation_perplexity, e.test_perplexity)
+            })
+            .collect()
+    };
+    assert_eq!(last(&one).len(), 2);
+    assert_eq!(
+        last(&one),
+        last(&other),
+        "the private genre changed the sweep"
+    );
+    let mut run = candidate(1e-4);
+    run.label = "DP fine-tuning".into();
+    let best = chosen(&sweep, &one, &run).expect("a choice");
+    let lowest = last(&one).iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    assert_eq!(
+        best.epochs.last().expect("epoch").validation_perplexity,
+        lowest
+    );
+    let best_lr = if best.label.ends_with("0.0001") {
+        1e-4
+    } else {
+        0.02
+    };
+    let other_lr = if best_lr == 1e-4 { 0.02 } else { 1e-4 };
+    for (lr, verdict) in [(best_lr, "holds"), (other_lr, "does not hold")] {
+        run.lr = Some(lr);
+        table.runs = vec![run.clone()];
+        let lines = findings(&table, &sweep, &one);
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with("DP fine-tuning"))
+            .expect("a finding");
+        assert!(line.ends_with(&format!("— {verdict}.")), "{line}");
+    }
     Ok(())
 }

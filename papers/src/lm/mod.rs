@@ -11,7 +11,8 @@
 //! * [`rows`] — sequences as the engine's training data; [`model`] — the transformer LM;
 //! * [`canaries`] — Secret Sharer exposure; [`audit`] — the one-run audit;
 //! * [`corpus`] — all of it built once per table; [`pretrain`] — non-private pretraining
-//!   on a public part of the corpus (whole genres); `train` — one run; `report` — the table.
+//!   on a public part of the corpus (whole genres); [`sweep`] — the learning rates chosen on
+//!   a public proxy; `train` — one run; `report` — the table.
 
 pub mod audit;
 pub mod canaries;
@@ -22,6 +23,7 @@ mod report;
 pub mod rows;
 pub mod sequences;
 pub mod split;
+pub mod sweep;
 pub mod tokenizer;
 pub mod train;
 
@@ -93,6 +95,13 @@ pub struct LmRun {
     /// Adam's learning rate, where it is not the table's.
     #[serde(default)]
     pub lr: Option<f64>,
+    /// Expected batch size, where it is not the profile's (the sweep's proxy runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<usize>,
+    /// A fixed noise multiplier σ instead of one calibrated to `epsilon` (the sweep's
+    /// proxy runs on public data: their noise mimics a private run's; their ε is no claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_multiplier: Option<f64>,
 }
 
 /// Where a run's weights start.
@@ -147,6 +156,10 @@ pub struct LmTable {
     /// training documents.
     #[serde(default)]
     pub public: Option<PublicPart>,
+    /// The learning-rate sweep of the pretrained runs on a public proxy (tables with a
+    /// public part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<sweep::LmSweep>,
 }
 
 impl LmTable {
@@ -156,5 +169,11 @@ impl LmTable {
             crate::Profile::Full => &self.full,
             crate::Profile::Smoke => &self.smoke,
         }
+    }
+
+    /// Every run's label: the sweep's candidates, then the table's runs.
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        let candidates = self.sweep.iter().flat_map(|s| &s.runs);
+        candidates.chain(&self.runs).map(|r| r.label.as_str())
     }
 }

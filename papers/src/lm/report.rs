@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use super::canaries::mean_exposure;
 use super::corpus::LmCorpus;
 use super::pretrain::{pretrained, Pretraining};
+use super::sweep::{self, run_sweep};
 use super::train::{train_one, LmResult};
 use super::{LmRun, LmTable, Start};
 use crate::config::TableHeading;
@@ -22,7 +23,7 @@ use crate::{Profile, ReproduceArgs};
 mod findings;
 
 /// A run's cache key: the table's settings for this profile and the run.
-fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
+pub(super) fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
     let mut material = serde_json::json!({
         "schema": 2,
         "profile": table.profile(profile),
@@ -45,6 +46,12 @@ fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
     }
     if let Some(lr) = run.lr {
         material["run_lr"] = serde_json::json!(lr);
+    }
+    if let Some(batch) = run.batch_size {
+        material["run_batch"] = serde_json::json!(batch);
+    }
+    if let Some(sigma) = run.noise_multiplier {
+        material["run_sigma"] = serde_json::json!(sigma);
     }
     let digest = Sha256::digest(serde_json::to_vec(&material)?);
     Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
@@ -74,8 +81,10 @@ pub fn lm_report(
         }
         Err(e) => return Err(e).context("loading the Brown corpus"),
     };
+    let runs_dir = out.join("runs").join(&heading.id);
+    std::fs::create_dir_all(&runs_dir)?;
     let corpus = LmCorpus::build(
-        documents,
+        documents.clone(),
         &profile.sizes,
         &table.canary_copies,
         &profile.audit,
@@ -90,8 +99,14 @@ pub fn lm_report(
         dp_models::TrainingData::len(&corpus.train) - corpus.windows,
         dp_models::TrainingData::len(&corpus.test),
     );
-    let runs_dir = out.join("runs").join(&heading.id);
-    std::fs::create_dir_all(&runs_dir)?;
+    let rows = dp_models::TrainingData::len(&corpus.train);
+    let sweep = match &table.sweep {
+        Some(sweep) => Some((
+            sweep,
+            run_sweep(table, sweep, &documents, args, &runs_dir, rows)?,
+        )),
+        None => None,
+    };
     // The pretrained weights only where a run must still train from them.
     let mut needs_weights = false;
     for run in table.runs.iter().filter(|r| r.start == Start::Pretrained) {
@@ -141,17 +156,22 @@ pub fn lm_report(
             ),
         );
     }
+    let mut details = vec![per_epoch(&finished)];
+    if let Some((sweep, outcome)) = &sweep {
+        findings.extend(sweep::findings(table, sweep, outcome));
+        details.insert(0, sweep::details(sweep, outcome));
+    }
     Ok(TableReport {
         findings,
         plots,
-        details: vec![per_epoch(&finished)],
+        details,
         data: serde_json::to_value(&finished)?,
         ..TableReport::for_table(paper, heading, run_header, columns, rows)
     })
 }
 
 /// From the cache, trained, or `None` when this invocation may not train it.
-fn train_or_load(
+pub(super) fn train_or_load(
     table: &LmTable,
     run: &LmRun,
     corpus: &LmCorpus,

@@ -114,45 +114,58 @@ pub(super) fn initialise(taps: &Taps, seed: u64) -> Result<()> {
     Ok(())
 }
 
+/// σ calibrated by PLD (Opacus's orders for the search's RDP start) to `target` at `delta`
+/// for `steps` Poisson steps of rate `batch_size / n`.
+pub fn calibrated_sigma(
+    target: f64,
+    delta: f64,
+    batch_size: usize,
+    n: usize,
+    steps: u64,
+) -> Result<f64> {
+    let sampler = Sampler::Poisson {
+        sampling_rate: batch_size as f64 / n as f64,
+    };
+    let orders = OrderGrid::Opacus;
+    let sigma = noise_multiplier_for(
+        target,
+        delta,
+        sampler,
+        n,
+        steps,
+        AccountantKind::Pld,
+        &orders,
+    )?;
+    Ok(sigma.value)
+}
+
 /// The run's engine configuration: Poisson at rate B/N, Adam, and for a private run
-/// flat clipping at C with σ calibrated by PLD to the target ε at δ.
+/// flat clipping at C with σ calibrated by PLD to the target ε at δ (or the run's fixed σ).
 fn train_config(
     table: &LmTable,
-    profile: &LmProfile,
     run: &LmRun,
-    n: usize,
+    (n, batch_size): (usize, usize),
     delta: f64,
     total_steps: u64,
 ) -> Result<TrainConfig> {
-    let sampler = Sampler::Poisson {
-        sampling_rate: profile.batch_size as f64 / n as f64,
+    let sigma = match (run.noise_multiplier, run.epsilon) {
+        (Some(sigma), _) => Some(sigma),
+        (None, Some(target)) => Some(calibrated_sigma(target, delta, batch_size, n, total_steps)?),
+        (None, None) => None,
     };
-    let privacy = match run.epsilon {
-        None => None,
-        Some(target) => {
-            let orders = OrderGrid::Opacus;
-            let sigma = noise_multiplier_for(
-                target,
-                delta,
-                sampler,
-                n,
-                total_steps,
-                AccountantKind::Pld,
-                &orders,
-            )?;
-            Some(PrivacyConfig {
-                noise_multiplier: sigma.value,
-                max_grad_norm: table.clip,
-                clipping: Clipping::Flat,
-                delta,
-                target_epsilon: Some(target),
-                accountant: AccountantKind::Pld,
-                orders,
-            })
-        }
-    };
+    let privacy = sigma.map(|sigma| PrivacyConfig {
+        noise_multiplier: sigma,
+        max_grad_norm: table.clip,
+        clipping: Clipping::Flat,
+        delta,
+        target_epsilon: run.epsilon.filter(|_| run.noise_multiplier.is_none()),
+        accountant: AccountantKind::Pld,
+        orders: OrderGrid::Opacus,
+    });
     Ok(TrainConfig {
-        sampler,
+        sampler: Sampler::Poisson {
+            sampling_rate: batch_size as f64 / n as f64,
+        },
         privacy,
         optimizer: Optimizer::Adam {
             lr: run.lr.unwrap_or(table.lr),
@@ -234,9 +247,10 @@ pub fn train_one(
     let initial_audit = model.row_losses(&audit_rows, batch)?;
     let n = corpus.train.len();
     let delta = 1.0 / (n as f64).powf(1.1);
-    let steps_per_epoch = (n as f64 / profile.batch_size as f64).round() as u64;
+    let batch_size = run.batch_size.unwrap_or(profile.batch_size);
+    let steps_per_epoch = (n as f64 / batch_size as f64).round() as u64;
     let total_steps = steps_per_epoch * u64::from(profile.epochs);
-    let config = train_config(table, profile, run, n, delta, total_steps)?;
+    let config = train_config(table, run, (n, batch_size), delta, total_steps)?;
     let sigma = config.privacy.as_ref().map_or(0.0, |p| p.noise_multiplier);
     let lm = model.clone();
     let net = PrivateNet::new(
@@ -269,8 +283,8 @@ pub fn train_one(
     observer.bar.finish_and_clear();
     let training_wall_s = started.elapsed().as_secs_f64() - observer.evaluating_s;
     let steps = engine.steps();
-    let q = profile.batch_size as f64 / n as f64;
-    let private = run.epsilon.is_some();
+    let q = batch_size as f64 / n as f64;
+    let private = sigma > 0.0;
     let mut rng = NoiseSource::seeded(22);
     let sizes = &profile.sizes;
     Ok(LmResult {
@@ -315,7 +329,7 @@ pub fn train_one(
             batch * 8,
         )?,
         training_wall_s,
-        samples_per_s: (steps * profile.batch_size as u64) as f64 / training_wall_s,
+        samples_per_s: (steps * batch_size as u64) as f64 / training_wall_s,
         wall_s: started.elapsed().as_secs_f64(),
     })
 }
