@@ -111,12 +111,21 @@ pub fn proxy_runs(
         .max(1.0) as usize;
     let delta = 1.0 / (table_rows as f64).powf(1.1);
     let steps = (table_rows as f64 / b as f64).round() as u64 * u64::from(profile.epochs);
+    // One calibration per target ε (a PLD search each; the candidates share a few ε).
+    let mut calibrated: Vec<(f64, f64)> = Vec::new();
     sweep
         .runs
         .iter()
         .map(|run| {
             let sigma = match run.epsilon {
-                Some(eps) => Some(calibrated_sigma(eps, delta, b, table_rows, steps)?),
+                Some(eps) => Some(match calibrated.iter().find(|(e, _)| *e == eps) {
+                    Some(&(_, sigma)) => sigma,
+                    None => {
+                        let sigma = calibrated_sigma(eps, delta, b, table_rows, steps)?;
+                        calibrated.push((eps, sigma));
+                        sigma
+                    }
+                }),
                 None => None,
             };
             Ok(LmRun {
@@ -190,14 +199,19 @@ fn score(r: &LmResult) -> f64 {
         .map_or(f64::NAN, |e| e.validation_perplexity)
 }
 
-/// The family's best candidate (lowest proxy validation perplexity), among those run.
+/// The family's best candidate (lowest proxy validation perplexity), once all of them have run.
 pub fn chosen<'a>(sweep: &LmSweep, outcome: &'a SweepOutcome, run: &LmRun) -> Option<&'a LmResult> {
-    sweep
+    let candidates: Vec<Option<&LmResult>> = sweep
         .runs
         .iter()
         .zip(&outcome.results)
         .filter(|(candidate, _)| family(candidate).is_some() && family(candidate) == family(run))
-        .filter_map(|(_, r)| r.as_ref())
+        .map(|(_, r)| r.as_ref())
+        .collect();
+    // A family whose candidates have not all run has no choice yet.
+    let finished: Option<Vec<&LmResult>> = candidates.into_iter().collect();
+    finished?
+        .into_iter()
         .min_by(|a, b| score(a).total_cmp(&score(b)))
 }
 
@@ -275,7 +289,7 @@ pub fn findings(table: &LmTable, sweep: &LmSweep, outcome: &SweepOutcome) -> Vec
         let used = run.lr.unwrap_or(table.lr);
         let Some(best) = chosen(sweep, outcome, run) else {
             out.push(format!(
-                "{}: η = {used:e}; its family's sweep has not run.",
+                "{}: η = {used:e}; its family's sweep has not finished.",
                 run.label
             ));
             continue;
@@ -287,7 +301,7 @@ pub fn findings(table: &LmTable, sweep: &LmSweep, outcome: &SweepOutcome) -> Vec
             .and_then(|c| c.lr);
         let agrees = picked.is_some_and(|lr| lr == used);
         out.push(format!(
-            "{}: η = {used:e}, the sweep's choice for its family ({}, proxy validation perplexity {:.1}) — {}.",
+            "{}: η = {used:e} is its family's choice in the sweep (best: {}, proxy validation perplexity {:.1}) — {}.",
             run.label,
             best.label,
             score(best),
