@@ -10,7 +10,7 @@ use dp_papers::lm::canaries::{exposure_bound, mean_exposure};
 use dp_papers::lm::corpus::LmCorpus;
 use dp_papers::lm::model::LmShape;
 use dp_papers::lm::pretrain::pretrained;
-use dp_papers::lm::sweep::{chosen, findings, proxy_runs, run_sweep, LmSweep};
+use dp_papers::lm::sweep::{chosen, findings, proxy_runs, run_sweep, LmSweep, SweepOutcome};
 use dp_papers::lm::train::calibrated_sigma;
 use dp_papers::lm::train::train_one;
 use dp_papers::lm::{LmProfile, LmRun, LmSizes, LmTable, LoraSpec, PublicPart, Start};
@@ -294,10 +294,18 @@ fn the_sweep_reads_no_private_document_and_flags_an_unswept_rate() -> anyhow::Re
     let sigma = calibrated_sigma(4.0, 1.0 / 960f64.powf(1.1), 32, 960, 30)?;
     assert_eq!(runs[0].batch_size, Some(8));
     assert_eq!(runs[0].noise_multiplier, Some(sigma * 8.0 / 32.0));
+    // A proxy whose integer batch cannot come within a step per epoch is refused.
+    assert!(proxy_runs(&sweep, &table.full, 960, 15).is_err());
     let (one, other) = (outcome(7, "one")?, outcome(8, "other")?);
-    assert_eq!(one.runs[1].batch_size, one.runs[0].batch_size);
     std::fs::remove_dir_all(&dir)?;
-    let last = |o: &dp_papers::lm::sweep::SweepOutcome| -> Vec<(f64, f64)> {
+    for r in one.results.iter().flatten() {
+        assert!(
+            r.steps.abs_diff(30) <= 1,
+            "{} steps against the table's 30",
+            r.steps
+        );
+    }
+    let last = |o: &SweepOutcome| -> Vec<(f64, f64)> {
         o.results
             .iter()
             .flatten()
@@ -315,18 +323,21 @@ fn the_sweep_reads_no_private_document_and_flags_an_unswept_rate() -> anyhow::Re
     );
     let mut run = candidate(1e-4);
     run.label = "DP fine-tuning".into();
-    let best = chosen(&sweep, &one, &run).expect("a choice");
+    let (best_candidate, best) = chosen(&sweep, &one, &run).expect("a choice");
     let lowest = last(&one).iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     assert_eq!(
         best.epochs.last().expect("epoch").validation_perplexity,
         lowest
     );
-    let best_lr = if best.label.ends_with("0.0001") {
-        1e-4
-    } else {
-        0.02
-    };
+    let best_lr = best_candidate.lr.expect("a rate");
     let other_lr = if best_lr == 1e-4 { 0.02 } else { 1e-4 };
+    // Partial results choose nothing.
+    let partial = SweepOutcome {
+        runs: one.runs.clone(),
+        results: vec![one.results[0].clone(), None],
+        pretrain_wall_s: None,
+    };
+    assert!(chosen(&sweep, &partial, &run).is_none());
     for (lr, verdict) in [(best_lr, "holds"), (other_lr, "does not hold")] {
         run.lr = Some(lr);
         table.runs = vec![run.clone()];
@@ -336,6 +347,17 @@ fn the_sweep_reads_no_private_document_and_flags_an_unswept_rate() -> anyhow::Re
             .find(|l| l.starts_with("DP fine-tuning"))
             .expect("a finding");
         assert!(line.ends_with(&format!("— {verdict}.")), "{line}");
+        assert!(
+            line.contains("edge of its grid"),
+            "two candidates: both edges"
+        );
     }
+    // A table run cannot fix its own σ, and a family cannot mix ε.
+    table.runs[0].noise_multiplier = Some(0.1);
+    assert!(run_sweep(&table, &sweep, &[], &args, &dir, 960).is_err());
+    table.runs[0].noise_multiplier = None;
+    let mut mixed = sweep.clone();
+    mixed.runs[1].epsilon = Some(8.0);
+    assert!(run_sweep(&table, &mixed, &[], &args, &dir, 960).is_err());
     Ok(())
 }

@@ -14,7 +14,9 @@
 //! candidate learning rate is scored by perplexity on the proxy's validation documents.
 //! Every document the sweep reads is public, so it costs no ε (its σ′ is a simulation,
 //! not a claim); its cost is compute, reported on the page. The proxy inserts no Secret
-//! Sharer canaries and only a token audit (neither is reported).
+//! Sharer canaries and only a token audit (neither is reported). One number of the private
+//! part enters: its row count N (for B′ and σ′), which every private run already
+//! publishes (its δ = 1/N^1.1 and its record count) — treated as public here as there.
 
 use std::path::Path;
 
@@ -73,6 +75,7 @@ fn proxy_table(table: &LmTable, sweep: &LmSweep) -> Result<LmTable> {
         sweep.pretrain_genres,
         public.genres
     );
+    check_candidates(table, sweep)?;
     let proxy_profile = |p: &LmProfile| LmProfile {
         audit: AuditConfig {
             canaries: 20,
@@ -95,6 +98,39 @@ fn proxy_table(table: &LmTable, sweep: &LmSweep) -> Result<LmTable> {
     })
 }
 
+/// Refuses what would make the sweep's choice mean something else: a family with
+/// candidates at several ε (their best rates would be pooled), a candidate that is not a
+/// pretrained run, and a fixed batch or σ where the sweep sets them (on a candidate) or
+/// where only the sweep may (on a table run, which would then train at any σ).
+fn check_candidates(table: &LmTable, sweep: &LmSweep) -> Result<()> {
+    for run in sweep.runs.iter().chain(&table.runs) {
+        anyhow::ensure!(
+            run.batch_size.is_none() && run.noise_multiplier.is_none(),
+            "{:?}: batch_size and noise_multiplier are set by the sweep's proxy, not in a table",
+            run.label
+        );
+    }
+    for run in &sweep.runs {
+        anyhow::ensure!(
+            family(run).is_some(),
+            "{:?}: a sweep candidate starts from the pretrained weights",
+            run.label
+        );
+        let clash = sweep
+            .runs
+            .iter()
+            .find(|c| family(c) == family(run) && c.epsilon != run.epsilon);
+        if let Some(clash) = clash {
+            anyhow::bail!(
+                "{:?} and {:?}: one family, two ε (a family's candidates share one ε)",
+                run.label,
+                clash.label
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The sweep's candidates as the proxy trains them: the table's sampling rate and steps
 /// (B′ = B·N′/N for the proxy's N′ rows against the table's N) and, for a private
 /// candidate, the table's noise per example (σ′ = σ·B′/B, σ calibrated as the table's run
@@ -111,6 +147,14 @@ pub fn proxy_runs(
         .max(1.0) as usize;
     let delta = 1.0 / (table_rows as f64).powf(1.1);
     let steps = (table_rows as f64 / b as f64).round() as u64 * u64::from(profile.epochs);
+    let proxy_steps =
+        (proxy_rows as f64 / b_proxy as f64).round() as u64 * u64::from(profile.epochs);
+    // An integer batch matches the table's steps up to the rounding of N′/B′: at most one
+    // step per epoch apart (the full profile's proxy: 102 = 102).
+    anyhow::ensure!(
+        proxy_steps.abs_diff(steps) <= u64::from(profile.epochs),
+        "the proxy's {proxy_rows} rows in batches of {b_proxy} give {proxy_steps} steps, the table's {table_rows} in batches of {b} give {steps}: more than one step per epoch apart"
+    );
     // One calibration per target ε (a PLD search each; the candidates share a few ε).
     let mut calibrated: Vec<(f64, f64)> = Vec::new();
     sweep
@@ -199,20 +243,47 @@ fn score(r: &LmResult) -> f64 {
         .map_or(f64::NAN, |e| e.validation_perplexity)
 }
 
-/// The family's best candidate (lowest proxy validation perplexity), once all of them have run.
-pub fn chosen<'a>(sweep: &LmSweep, outcome: &'a SweepOutcome, run: &LmRun) -> Option<&'a LmResult> {
-    let candidates: Vec<Option<&LmResult>> = sweep
+/// The family's best candidate (lowest proxy validation perplexity) with its result,
+/// once all of them have run; a candidate whose score is not finite (diverged) is never
+/// chosen, and a family with no finite score has no choice.
+pub fn chosen<'a>(
+    sweep: &'a LmSweep,
+    outcome: &'a SweepOutcome,
+    run: &LmRun,
+) -> Option<(&'a LmRun, &'a LmResult)> {
+    let candidates: Vec<(&LmRun, Option<&LmResult>)> = sweep
         .runs
         .iter()
         .zip(&outcome.results)
         .filter(|(candidate, _)| family(candidate).is_some() && family(candidate) == family(run))
-        .map(|(_, r)| r.as_ref())
+        .map(|(c, r)| (c, r.as_ref()))
         .collect();
     // A family whose candidates have not all run has no choice yet.
-    let finished: Option<Vec<&LmResult>> = candidates.into_iter().collect();
+    let finished: Option<Vec<(&LmRun, &LmResult)>> = candidates
+        .into_iter()
+        .map(|(c, r)| r.map(|r| (c, r)))
+        .collect();
     finished?
         .into_iter()
-        .min_by(|a, b| score(a).total_cmp(&score(b)))
+        .filter(|(_, r)| score(r).is_finite())
+        .min_by(|a, b| score(a.1).total_cmp(&score(b.1)))
+}
+
+/// Whether `lr` is the smallest or largest rate of `run`'s family in the sweep (the best
+/// rate may then lie outside the grid).
+fn at_edge(sweep: &LmSweep, run: &LmRun, lr: f64) -> bool {
+    let rates: Vec<f64> = sweep
+        .runs
+        .iter()
+        .filter(|c| family(c) == family(run))
+        .filter_map(|c| c.lr)
+        .collect();
+    let (lo, hi) = rates
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| {
+            (lo.min(r), hi.max(r))
+        });
+    rates.len() > 1 && (lr == lo || lr == hi)
 }
 
 /// The sweep's table: one row per candidate, the chosen ones marked.
@@ -221,6 +292,7 @@ pub fn details(sweep: &LmSweep, outcome: &SweepOutcome) -> (String, Vec<String>,
         "candidate",
         "η",
         "expected batch",
+        "steps",
         "σ",
         "proxy validation perplexity",
         "chosen",
@@ -233,7 +305,7 @@ pub fn details(sweep: &LmSweep, outcome: &SweepOutcome) -> (String, Vec<String>,
         .iter()
         .zip(&outcome.results)
         .map(|(run, r)| {
-            let picked = r.as_ref().zip(chosen(sweep, outcome, run));
+            let picked = r.as_ref().zip(chosen(sweep, outcome, run).map(|(_, b)| b));
             let lr = run.lr.map_or("—".into(), |lr| format!("{lr:e}"));
             match r {
                 None => vec![
@@ -244,11 +316,13 @@ pub fn details(sweep: &LmSweep, outcome: &SweepOutcome) -> (String, Vec<String>,
                     "—".into(),
                     "—".into(),
                     "—".into(),
+                    "—".into(),
                 ],
                 Some(r) => vec![
                     run.label.clone(),
                     lr,
                     run.batch_size.map_or("—".into(), |b| b.to_string()),
+                    r.steps.to_string(),
                     format!("{:.4}", r.noise_multiplier),
                     format!("{:.1}", score(r)),
                     if picked.is_some_and(|(a, b)| a.key == b.key) {
@@ -287,23 +361,23 @@ pub fn findings(table: &LmTable, sweep: &LmSweep, outcome: &SweepOutcome) -> Vec
     }
     for run in table.runs.iter().filter(|r| family(r).is_some()) {
         let used = run.lr.unwrap_or(table.lr);
-        let Some(best) = chosen(sweep, outcome, run) else {
+        let Some((candidate, best)) = chosen(sweep, outcome, run) else {
             out.push(format!(
                 "{}: η = {used:e}; its family's sweep has not finished.",
                 run.label
             ));
             continue;
         };
-        let picked = sweep
-            .runs
-            .iter()
-            .find(|c| c.label == best.label)
-            .and_then(|c| c.lr);
-        let agrees = picked.is_some_and(|lr| lr == used);
+        let agrees = candidate.lr == Some(used);
+        let edge = if at_edge(sweep, run, used) {
+            " (the edge of its grid: a better rate may lie beyond it)"
+        } else {
+            ""
+        };
         out.push(format!(
-            "{}: η = {used:e} is its family's choice in the sweep (best: {}, proxy validation perplexity {:.1}) — {}.",
+            "{}: η = {used:e} is its family's choice in the sweep{edge} (best: {}, proxy validation perplexity {:.1}) — {}.",
             run.label,
-            best.label,
+            candidate.label,
             score(best),
             if agrees { "holds" } else { "does not hold" }
         ));
