@@ -18,7 +18,7 @@ pub struct ClippedGradient {
     pub sum: Vec<f32>,
     /// `‖∇ℓᵢ‖²` per example (NaN where not finite; such examples got `cᵢ = 0`).
     pub squared_norms: Vec<f32>,
-    /// Per-example cross-entropy.
+    /// Per-example losses ℓᵢ (whatever the model's loss is: cross-entropy for a classifier).
     pub losses: Vec<f32>,
 }
 
