@@ -107,7 +107,10 @@ pub fn pretrained(
         }));
     }
     let (state, r) = pretrain(table, public, profile, corpus.vocab, rows)?;
-    let partial = weights.with_extension("partial");
+    // A file of this process's own: with `--jobs`, two workers may pretrain at once, and
+    // one truncating a shared partial file while the other renames it would publish a
+    // torn file. Each renames a complete file of its own (the same weights either way).
+    let partial = weights.with_extension(format!("{}.partial", std::process::id()));
     state.write(&partial)?;
     std::fs::rename(&partial, &weights)?;
     write_atomically(&record, &serde_json::to_vec_pretty(&r)?)?;
