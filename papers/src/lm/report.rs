@@ -107,14 +107,7 @@ pub fn lm_report(
         )),
         None => None,
     };
-    // The pretrained weights only where a run must still train from them.
-    let mut needs_weights = false;
-    for run in table.runs.iter().filter(|r| r.start == Start::Pretrained) {
-        let cached = runs_dir
-            .join(format!("{}.json", key(table, run, args.profile)?))
-            .exists();
-        needs_weights |= !cached && args.may_train(&run.label);
-    }
+    let needs_weights = needs_weights(table, &runs_dir, args)?;
     let base = pretrained(table, profile, &corpus, &runs_dir, needs_weights)?;
     let mut results = Vec::new();
     for run in &table.runs {
@@ -168,6 +161,24 @@ pub fn lm_report(
         data: serde_json::to_value(&finished)?,
         ..TableReport::for_table(paper, heading, run_header, columns, rows)
     })
+}
+
+/// Whether this invocation must read or train the pretrained weights: a run from them is
+/// neither in `runs_dir`'s cache nor excluded by `--run` / `--cached-only`.
+pub(super) fn needs_weights(
+    table: &LmTable,
+    runs_dir: &Path,
+    args: &ReproduceArgs,
+) -> Result<bool> {
+    for run in table.runs.iter().filter(|r| r.start == Start::Pretrained) {
+        let cached = runs_dir
+            .join(format!("{}.json", key(table, run, args.profile)?))
+            .exists();
+        if !cached && args.may_train(&run.label) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// From the cache, trained, or `None` when this invocation may not train it.

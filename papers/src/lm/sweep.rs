@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use super::audit::AuditConfig;
 use super::corpus::LmCorpus;
 use super::pretrain::pretrained;
-use super::report::{key, train_or_load};
-use super::train::{calibrated_sigma, LmResult};
+use super::report::{needs_weights, train_or_load};
+use super::train::{calibrated_sigma, delta_for, total_steps, LmResult};
 use super::{LmProfile, LmRun, LmTable, PublicPart, Start};
 use crate::ReproduceArgs;
 
@@ -145,10 +145,9 @@ pub fn proxy_runs(
     let b_proxy = ((b * proxy_rows) as f64 / table_rows as f64)
         .round()
         .max(1.0) as usize;
-    let delta = 1.0 / (table_rows as f64).powf(1.1);
-    let steps = (table_rows as f64 / b as f64).round() as u64 * u64::from(profile.epochs);
-    let proxy_steps =
-        (proxy_rows as f64 / b_proxy as f64).round() as u64 * u64::from(profile.epochs);
+    let delta = delta_for(table_rows);
+    let steps = total_steps(table_rows, b, profile.epochs);
+    let proxy_steps = total_steps(proxy_rows, b_proxy, profile.epochs);
     // An integer batch matches the table's steps up to the rounding of N′/B′: at most one
     // step per epoch apart (the full profile's proxy: 102 = 102).
     anyhow::ensure!(
@@ -215,14 +214,13 @@ pub fn run_sweep(
     );
     let dir = runs_dir.join("sweep");
     std::fs::create_dir_all(&dir)?;
-    let mut needs_weights = false;
-    for run in &proxy.runs {
-        let cached = dir
-            .join(format!("{}.json", key(&proxy, run, args.profile)?))
-            .exists();
-        needs_weights |= !cached && args.may_train(&run.label);
-    }
-    let base = pretrained(&proxy, &profile, &corpus, &dir, needs_weights)?;
+    let base = pretrained(
+        &proxy,
+        &profile,
+        &corpus,
+        &dir,
+        needs_weights(&proxy, &dir, args)?,
+    )?;
     let weights = base.as_ref().and_then(|b| b.weights.as_ref());
     let results = proxy
         .runs

@@ -114,6 +114,16 @@ pub(super) fn initialise(taps: &Taps, seed: u64) -> Result<()> {
     Ok(())
 }
 
+/// δ = 1/N^1.1 for `n` training rows.
+pub fn delta_for(n: usize) -> f64 {
+    1.0 / (n as f64).powf(1.1)
+}
+
+/// Steps of `epochs` epochs of round(N / B) Poisson steps each.
+pub fn total_steps(n: usize, batch_size: usize, epochs: u32) -> u64 {
+    (n as f64 / batch_size as f64).round() as u64 * u64::from(epochs)
+}
+
 /// σ calibrated by PLD (Opacus's orders for the search's RDP start) to `target` at `delta`
 /// for `steps` Poisson steps of rate `batch_size / n`.
 pub fn calibrated_sigma(
@@ -246,10 +256,10 @@ pub fn train_one(
     let audit_rows = corpus.audit_format.rows(&corpus.audit.sequences)?;
     let initial_audit = model.row_losses(&audit_rows, batch)?;
     let n = corpus.train.len();
-    let delta = 1.0 / (n as f64).powf(1.1);
+    let delta = delta_for(n);
     let batch_size = run.batch_size.unwrap_or(profile.batch_size);
-    let steps_per_epoch = (n as f64 / batch_size as f64).round() as u64;
-    let total_steps = steps_per_epoch * u64::from(profile.epochs);
+    let steps_per_epoch = total_steps(n, batch_size, 1);
+    let total_steps = total_steps(n, batch_size, profile.epochs);
     let config = train_config(table, run, (n, batch_size), delta, total_steps)?;
     let sigma = config.privacy.as_ref().map_or(0.0, |p| p.noise_multiplier);
     let lm = model.clone();
