@@ -6,7 +6,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use sha2::{Digest, Sha256};
 
 use super::canaries::mean_exposure;
 use super::corpus::LmCorpus;
@@ -18,44 +17,12 @@ use crate::config::TableHeading;
 use crate::plot::{line_plot, Series};
 use crate::report::{fmt, RunHeader, TableReport};
 use crate::training::write_atomically;
-use crate::{Profile, ReproduceArgs};
+use crate::ReproduceArgs;
 
+mod cache;
 mod findings;
 
-/// A run's cache key: the table's settings for this profile and the run.
-pub(super) fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
-    let mut material = serde_json::json!({
-        "schema": 2,
-        "profile": table.profile(profile),
-        "physical_batch": table.physical_batch, "clip": table.clip, "lr": table.lr,
-        "copies": table.canary_copies,
-        "epsilon": run.epsilon,
-    });
-    // Only where set, so that a table without them keeps its keys.
-    if let Some(public) = &table.public {
-        material["public"] = serde_json::json!(public);
-    }
-    if run.start != Start::Scratch {
-        material["start"] = serde_json::json!(run.start);
-    }
-    if let Some(lora) = run.lora {
-        material["lora"] = serde_json::json!(lora);
-        // What train.rs fixes about the adapters.
-        material["lora_targets"] = serde_json::json!(["q", "v"]);
-        material["lora_init_seed"] = serde_json::json!(4);
-    }
-    if let Some(lr) = run.lr {
-        material["run_lr"] = serde_json::json!(lr);
-    }
-    if let Some(batch) = run.batch_size {
-        material["run_batch"] = serde_json::json!(batch);
-    }
-    if let Some(sigma) = run.noise_multiplier {
-        material["run_sigma"] = serde_json::json!(sigma);
-    }
-    let digest = Sha256::digest(serde_json::to_vec(&material)?);
-    Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
-}
+pub(super) use cache::{key, needs_weights};
 
 /// Runs (or reuses) every run of the table and writes its report.
 pub fn lm_report(
@@ -161,24 +128,6 @@ pub fn lm_report(
         data: serde_json::to_value(&finished)?,
         ..TableReport::for_table(paper, heading, run_header, columns, rows)
     })
-}
-
-/// Whether this invocation must read or train the pretrained weights: a run from them is
-/// neither in `runs_dir`'s cache nor excluded by `--run` / `--cached-only`.
-pub(super) fn needs_weights(
-    table: &LmTable,
-    runs_dir: &Path,
-    args: &ReproduceArgs,
-) -> Result<bool> {
-    for run in table.runs.iter().filter(|r| r.start == Start::Pretrained) {
-        let cached = runs_dir
-            .join(format!("{}.json", key(table, run, args.profile)?))
-            .exists();
-        if !cached && args.may_train(&run.label) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 /// From the cache, trained, or `None` when this invocation may not train it.
