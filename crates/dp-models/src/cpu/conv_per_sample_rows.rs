@@ -123,7 +123,7 @@ mod tests {
             assert!((a - e).abs() <= 1e-5 * e.abs().max(1.0), "{a} vs {e}");
         }
         let kept_sum = rows
-            .apply_op2_no_bwd(&c, &WeightedRowSum)?
+            .apply_op2_no_bwd(&c, &WeightedRowSum { trailing: 1 })?
             .to_vec1::<f32>()?;
         let sum = g
             .apply_op3_no_bwd(&x, &c, &ConvClippedSum(geometry))?
@@ -138,7 +138,7 @@ mod tests {
         let g = Tensor::from_vec(g_data, (b, cout, l), &Device::Cpu)?;
         let rows = g.apply_op2_no_bwd(&x, &ConvPerSampleRows(geometry))?;
         let with_nan = rows
-            .apply_op2_no_bwd(&c, &WeightedRowSum)?
+            .apply_op2_no_bwd(&c, &WeightedRowSum { trailing: 1 })?
             .to_vec1::<f32>()?;
         assert_eq!(c_data[0], 0.0);
         assert!(with_nan.iter().all(|v| v.is_finite()));

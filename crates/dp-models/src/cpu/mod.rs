@@ -40,7 +40,7 @@ pub(crate) use conv::{conv_input_gradient, Conv};
 pub(crate) use conv_clipped_sum::ConvClippedSum;
 pub(crate) use conv_per_sample_rows::ConvPerSampleRows;
 pub(crate) use gelu::Gelu;
-pub(crate) use ghost_sums::ghost_sums;
+pub(crate) use ghost_sums::{ghost_sums, one_hot_sums};
 pub(crate) use linear::Linear;
 pub(crate) use matmul::Matmul;
 pub(crate) use max_pool::{max_pool_backward, MaxPool};

@@ -1,16 +1,19 @@
 //! Per-sample gradients of a parameter's dense outer-product contributions, each
 //! example's squared norm taken while its gradient is still in cache.
 
+use std::mem::MaybeUninit;
+
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::kernels::{matmul, Mat};
+use super::kernels::{matmul, sum_of_squares_f64, upper_f32, vectorized, Mat};
 use super::storage_f32;
 
 /// The uses of one parameter, each `(l (B, Kₐ, m), r (B, Kₐ, n))` f32 on the CPU →
 /// `Σₐ lᵢₐᵀ rᵢₐ` per example (B, m·n) and its squared norm per example. The norm is the
 /// `f64` sum of squares of the `f32` gradient returned (the values the clipped sum is
-/// built from), rounded up to `f32`, so it never understates the norm of what is summed.
+/// built from), raised by the bound of its summation error and rounded up to `f32`
+/// ([`upper_f32`]), so it never understates the norm of what is summed.
 pub(crate) fn outer_per_sample(
     pairs: &[(&Tensor, &Tensor)],
 ) -> candle_core::Result<(Tensor, Tensor)> {
@@ -40,28 +43,34 @@ pub(crate) fn outer_per_sample(
         .map(|(ls, rs, k)| Ok((storage_f32(&ls.0, ls.1)?, storage_f32(&rs.0, rs.1)?, *k)))
         .collect::<candle_core::Result<Vec<_>>>()?;
     let width = m * n;
-    let mut grads = vec![0.0f32; b * width];
+    let mut grads: Vec<f32> = Vec::with_capacity(b * width);
     let mut squared = vec![0.0f32; b];
-    grads
+    grads.spare_capacity_mut()[..b * width]
         .par_chunks_mut(width.max(1))
         .zip(squared.par_iter_mut())
         .enumerate()
-        .for_each(|(i, (dst, sq))| {
+        .for_each(|(i, (chunk, sq))| {
+            // Zeroed here, by the worker that fills it, while it is in cache (a
+            // `vec![0.0; …]` would be one serial memset of the whole batch's gradients).
+            let dst = zeroed(chunk);
             for (a, (l, r, k)) in slices.iter().enumerate() {
                 let (li, ri) = (&l[i * k * m..][..k * m], &r[i * k * n..][..k * n]);
-                matmul(
-                    m,
-                    n,
-                    *k,
-                    dst,
-                    n,
-                    a > 0,
-                    Mat::transposed(li, m),
-                    Mat::rows(ri, n),
-                );
+                let (lhs, rhs) = (Mat::transposed(li, m), Mat::rows(ri, n));
+                matmul(m, n, *k, dst, n, a > 0, lhs, rhs);
             }
-            *sq = round_up(dst.iter().map(|&v| f64::from(v) * f64::from(v)).sum());
+            let sum = vectorized(
+                #[inline(always)]
+                || sum_of_squares_f64(dst),
+            );
+            *sq = upper_f32(sum, dst.len());
         });
+    // SAFETY: the chunks above cover the first `b·width` entries exactly (`width` each,
+    // `b` of them; for `width = 0` there is nothing to cover) and `zeroed` initialised
+    // every entry of each.
+    #[allow(unsafe_code)]
+    unsafe {
+        grads.set_len(b * width)
+    };
     let device = first_l.device();
     Ok((
         Tensor::from_vec(grads, (b, width), device)?,
@@ -69,13 +78,16 @@ pub(crate) fn outer_per_sample(
     ))
 }
 
-/// The smallest `f32` at or above `x` (∞ and NaN stay as they are).
-fn round_up(x: f64) -> f32 {
-    let y = x as f32;
-    if f64::from(y) < x {
-        y.next_up()
-    } else {
-        y
+/// `chunk` filled with zeros, as initialised floats.
+fn zeroed(chunk: &mut [MaybeUninit<f32>]) -> &mut [f32] {
+    for x in chunk.iter_mut() {
+        x.write(0.0);
+    }
+    // SAFETY: every entry was written just above, and `MaybeUninit<f32>` has the layout
+    // of `f32`.
+    #[allow(unsafe_code)]
+    unsafe {
+        &mut *(chunk as *mut [MaybeUninit<f32>] as *mut [f32])
     }
 }
 

@@ -319,6 +319,18 @@ pub(crate) fn clipped_sum(
     shape: &Shape,
 ) -> Result<Tensor> {
     if let Some(grads) = kept {
+        if crate::cpu::applies(grads) && crate::cpu::applies(factors) {
+            // Rows with a zero factor are skipped, not scaled: so are those `keep` drops.
+            let factors = match keep {
+                Some(keep) => (factors * keep)?,
+                None => factors.clone(),
+            };
+            let sum = grads.apply_op2_no_bwd(
+                &factors.contiguous()?,
+                &crate::cpu::WeightedRowSum { trailing: 0 },
+            )?;
+            return Ok(sum.reshape(shape)?);
+        }
         let grads = match keep {
             Some(keep) => zero_rows(grads, keep)?,
             None => grads.clone(),

@@ -106,6 +106,9 @@ struct Sums {
 pub(crate) fn ghost_norms(outers: &[(&Left, &Tensor)]) -> Result<Tensor> {
     let sums = match outers {
         [(Left::Dense(l), r)] if cpu::applies(l) && cpu::applies(r) => one_use_on_cpu(l, r)?,
+        [(Left::OneHot { ids, .. }, r)] if ids.device().is_cpu() && cpu::applies(r) => {
+            one_hot_on_cpu(ids, r)?
+        }
         _ => composed_sums(outers)?,
     };
     let slack =
@@ -127,6 +130,21 @@ fn one_use_on_cpu(l: &Tensor, r: &Tensor) -> Result<Sums> {
         total: Tensor::from_vec(total, b, l.device())?,
         magnitude: Tensor::from_vec(magnitude, b, l.device())?,
         worst: gamma_l + gamma_r + gamma_l * gamma_r,
+        terms: k * k,
+        positions: k,
+    })
+}
+
+/// [`Sums`] of one one-hot use (an embedding looked up once) in one CPU pass per example,
+/// bounded as the composed form bounds it (one-hot Gram entries exact, the dense side's
+/// `γₙ`; the rows here are summed in `f64`, well inside that).
+fn one_hot_on_cpu(ids: &Tensor, r: &Tensor) -> Result<Sums> {
+    let (b, k, n) = r.dims3()?;
+    let (total, magnitude) = cpu::one_hot_sums(ids, r)?;
+    Ok(Sums {
+        total: Tensor::from_vec(total, b, r.device())?,
+        magnitude: Tensor::from_vec(magnitude, b, r.device())?,
+        worst: gamma(n, U32),
         terms: k * k,
         positions: k,
     })
@@ -206,6 +224,42 @@ mod tests {
         values[0] = f32::NAN;
         let poisoned = Tensor::from_vec(values, (3, 5, 7), &device)?;
         let sums = one_use_on_cpu(&poisoned, &r)?;
+        assert!(host(&sums.total)[0].is_nan() && host(&sums.total)[1].is_finite());
+        Ok(())
+    }
+
+    /// The one-hot CPU pass (rows summed by index) equals the composed Gram form, with
+    /// repeated, distinct and single indices; a NaN stays NaN.
+    #[test]
+    fn the_one_hot_cpu_pass_gives_the_composed_sums() -> Result<()> {
+        let device = Device::Cpu;
+        let ids: Vec<u32> = vec![3, 1, 3, 3, 0, 1, 2, 4, 5, 6, 7, 7, 7, 7, 7];
+        let ids = Tensor::from_vec(ids, (3, 5), &device)?;
+        let r = Tensor::randn(0f32, 1.0, (3, 5, 6), &device)?;
+        let left = Left::OneHot {
+            ids: ids.clone(),
+            width: 8,
+        };
+        let (fast, composed) = (one_hot_on_cpu(&ids, &r)?, composed_sums(&[(&left, &r)])?);
+        assert_eq!(
+            (fast.worst, fast.terms, fast.positions),
+            (composed.worst, composed.terms, composed.positions)
+        );
+        let mag = host(&fast.magnitude);
+        for ((f, c), m) in host(&fast.total)
+            .iter()
+            .zip(host(&composed.total))
+            .zip(&mag)
+        {
+            assert!((f - c).abs() <= 1e-5 * m * m, "total {f} vs {c}");
+        }
+        for (f, c) in mag.iter().zip(host(&composed.magnitude)) {
+            assert!((f - c).abs() <= 1e-12 * c, "magnitude {f} vs {c}");
+        }
+        let mut values = r.flatten_all()?.to_vec1::<f32>()?;
+        values[0] = f32::NAN;
+        let poisoned = Tensor::from_vec(values, (3, 5, 6), &device)?;
+        let sums = one_hot_on_cpu(&ids, &poisoned)?;
         assert!(host(&sums.total)[0].is_nan() && host(&sums.total)[1].is_finite());
         Ok(())
     }

@@ -10,6 +10,7 @@ use candle_core::{backprop::GradStore, Tensor};
 use super::batch_axis;
 use super::contribution::{self, Contribution, NormMethod};
 use super::taps::{Param, Taps};
+use crate::cpu::kernels::upper_f32;
 use crate::error::{Error, Result};
 use crate::ClipRule;
 
@@ -279,19 +280,5 @@ fn check_no_leak(params: &[Param], grads: &GradStore) -> Result<()> {
             reason: "is used outside its DP layer (its gradient there would be unclipped)",
         }),
         None => Ok(()),
-    }
-}
-
-/// An `f64` sum of `terms` non-negative `f32` values as an `f32` never below the exact
-/// sum: inflated by `terms·2⁻⁵²` (at least the summation's worst-case relative error,
-/// `(terms − 1)·2⁻⁵³` to first order: Higham, *Accuracy and Stability of Numerical
-/// Algorithms*, §4.2), then rounded up. NaN and ∞ stay as they are.
-fn upper_f32(sum: f64, terms: usize) -> f32 {
-    let bound = sum * (1.0 + terms as f64 * f64::EPSILON);
-    let y = bound as f32;
-    if f64::from(y) < bound {
-        y.next_up()
-    } else {
-        y
     }
 }

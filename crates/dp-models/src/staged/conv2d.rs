@@ -156,7 +156,9 @@ impl DpLayer for nn::Conv2d {
     ) -> Result<Vec<Tensor>> {
         if cpu_kernels_apply(self, entry, grad_out) && cpu::applies(factors) {
             let sums = match entry.rows_for(grad_out) {
-                Some(rows) => rows.apply_op2_no_bwd(&factors.contiguous()?, &WeightedRowSum)?,
+                Some(rows) => {
+                    rows.apply_op2_no_bwd(&factors.contiguous()?, &WeightedRowSum { trailing: 1 })?
+                }
                 None => grad_rows(grad_out)?.contiguous()?.apply_op3_no_bwd(
                     &entry.input.contiguous()?,
                     &factors.contiguous()?,

@@ -12,7 +12,7 @@ mod openblas;
 mod simd;
 mod tanh;
 
-pub(crate) use dot::{dot, sum_of_squares};
+pub(crate) use dot::{dot, sum_of_squares, sum_of_squares_f64, upper_f32};
 pub(crate) use gemm::{matmul, Mat};
 pub(crate) use im2col::{col2im, im2col, ConvGeometry};
 pub(crate) use simd::vectorized;
