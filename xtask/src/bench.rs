@@ -11,6 +11,7 @@ use dp_accounting::{Accountant, Conversion, DpEvent, OrderGrid, PldConfig, RdpCo
 mod distributed;
 mod peak;
 mod peers;
+mod record;
 mod transformer;
 
 #[derive(Debug, Subcommand)]
@@ -47,6 +48,9 @@ pub enum Suite {
         /// (ours, Opacus, ours again), with `$DP_BENCH_PYTHON` (default `python3`).
         #[arg(long)]
         compare_opacus: bool,
+        /// Append the comparison to docs/bench/dp-sgd.json (with --compare-opacus).
+        #[arg(long, requires = "compare_opacus")]
+        record: bool,
     },
     /// A DP-SGD step (ghost clipping through the DP layers) against a non-private step on
     /// a pre-LN transformer encoder, random tokens, CPU.
@@ -80,6 +84,16 @@ pub enum Suite {
         /// same sitting, with `$DP_BENCH_PYTHON` (default `python3`).
         #[arg(long)]
         compare_opacus: bool,
+        /// Append the comparison to docs/bench/transformer.json (with --compare-opacus, at
+        /// the default shape).
+        #[arg(long, requires = "compare_opacus")]
+        record: bool,
+    },
+    /// Rewrites the README's speed paragraph from the recorded sittings (docs/bench/).
+    Readme {
+        /// Only check that the README matches the records.
+        #[arg(long)]
+        check: bool,
     },
     /// `dp train` as 1 rank × 2 threads against `mpirun -np 2` ranks × 1 thread (the same
     /// cores), and rank 0's collective traffic per step; builds `dp` with the `mpi` feature.
@@ -123,6 +137,7 @@ pub fn run(suite: Suite) -> Result<()> {
             steps,
             lm,
             compare_opacus,
+            record,
         } => transformer::run(
             transformer::Shape {
                 layers,
@@ -135,7 +150,9 @@ pub fn run(suite: Suite) -> Result<()> {
             },
             steps.max(1),
             compare_opacus,
+            record,
         ),
+        Suite::Readme { check } => record::readme(check),
         Suite::DpSgd {
             model,
             batch_size,
@@ -143,13 +160,14 @@ pub fn run(suite: Suite) -> Result<()> {
             tier,
             json,
             compare_opacus,
+            record,
         } => dp_sgd(
             &model,
             batch_size,
             steps.max(1),
             &tier,
             json,
-            compare_opacus,
+            (compare_opacus, record),
         ),
     }
 }
@@ -343,7 +361,7 @@ fn dp_sgd(
     steps: usize,
     tier: &str,
     json: bool,
-    compare_opacus: bool,
+    (compare_opacus, record): (bool, bool),
 ) -> Result<()> {
     use dp_mechanisms::NoiseSource;
     use dp_models::models::{mnist_cnn, Activation};
@@ -368,7 +386,8 @@ fn dp_sgd(
     let mut net = net.with_executor(executor)?;
     let mut measure = || time_steps(&mut net, model, batch, steps, tier, json, &mut noise);
     let before = measure()?;
-    peak::report_flops(before.0, flops)?;
+    let peak_fraction = peak::report_flops(before.0, flops)?;
+    let rss = peak_rss_mib();
     if !compare_opacus {
         return Ok(());
     }
@@ -377,31 +396,58 @@ fn dp_sgd(
     let after = measure()?;
     // Ours before and after Opacus, so that drift in the sitting shows as a spread.
     let ours = (before.0 + after.0) / 2.0;
-    let Some((best_mode, best)) = opacus
+    let Some(best) = opacus
         .iter()
-        .filter(|(mode, _)| mode.starts_with("opacus"))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|m| m.name.starts_with("opacus"))
+        .max_by(|a, b| a.rate.total_cmp(&b.rate))
     else {
         println!("no Opacus mode ran; no ratio");
         return Ok(());
     };
     println!(
-        "same sitting: ours {ours:.0} samples/s (before {:.0}, after {:.0}) vs Opacus best ({best_mode}) {best:.0}: {:.2}x",
+        "same sitting: ours {ours:.0} samples/s (before {:.0}, after {:.0}) vs Opacus best ({}) {:.0}: {:.2}x",
         before.0,
         after.0,
-        ours / best
+        best.name,
+        best.rate,
+        ours / best.rate
     );
-    if let Some((_, plain)) = opacus.iter().find(|(mode, _)| mode.starts_with("pytorch")) {
+    let pytorch = opacus.iter().find(|m| m.name.starts_with("pytorch"));
+    if let Some(plain) = pytorch {
         println!(
-            "ours (private) vs PyTorch without DP {plain:.0} samples/s: {:.2}x",
-            ours / plain
+            "ours (private) vs PyTorch without DP {:.0} samples/s: {:.2}x",
+            plain.rate,
+            ours / plain.rate
         );
+    }
+    if record {
+        anyhow::ensure!(
+            (model, batch, tier) == ("mnist-cnn", 256, "nn"),
+            "--record keeps the README's comparison: the default model, batch and tier only"
+        );
+        let (date, commit, machine, command) = record::context();
+        record::append(
+            "dp-sgd",
+            record::Sitting {
+                date,
+                commit,
+                machine,
+                command,
+                private: [before.0, after.0],
+                non_private: [before.1, after.1],
+                peer_mode: best.name.replacen("opacus", "Opacus", 1),
+                peer: best.rate,
+                pytorch: pytorch.map(|m| m.rate),
+                peak_fraction: Some(peak_fraction),
+                rss_mib: [rss, best.rss_mib],
+            },
+        )?;
     }
     Ok(())
 }
 
-/// Runs `scripts/opacus_dp_sgd.py`; returns (mode, samples/s) per mode that ran.
-fn opacus_comparison(batch: usize, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
+/// Runs `scripts/opacus_dp_sgd.py`; returns each mode that ran.
+fn opacus_comparison(batch: usize, steps: usize, threads: usize) -> Result<Vec<peers::PeerMode>> {
     peers::python_modes("opacus_dp_sgd.py", &[batch, steps, threads])
 }
 

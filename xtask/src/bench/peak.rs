@@ -26,8 +26,9 @@ pub fn gemm_gflops(n: usize) -> Result<f64> {
 }
 
 /// Achieved GFLOP/s of the private step (the network's forward and DP backward per
-/// sample, `Flops`) against the machine's practical peak ([`gemm_gflops`]).
-pub fn report_flops(samples_per_s: f64, flops: dp_models::nn::Flops) -> Result<()> {
+/// sample, `Flops`) against the machine's practical peak ([`gemm_gflops`]); returns the
+/// fraction.
+pub fn report_flops(samples_per_s: f64, flops: dp_models::nn::Flops) -> Result<f64> {
     let achieved = samples_per_s * flops.total() as f64 / 1e9;
     let peak = gemm_gflops(2048)?;
     println!(
@@ -37,5 +38,5 @@ pub fn report_flops(samples_per_s: f64, flops: dp_models::nn::Flops) -> Result<(
         flops.backward as f64 / 1e6,
         100.0 * achieved / peak
     );
-    Ok(())
+    Ok(achieved / peak)
 }

@@ -6,10 +6,17 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
+/// One peer mode that ran: its name, samples/s and peak RSS (MiB) where reported.
+pub(super) struct PeerMode {
+    pub name: String,
+    pub rate: f64,
+    pub rss_mib: Option<f64>,
+}
+
 /// Runs `scripts/<script>` with `$DP_BENCH_PYTHON` (default `python3`) and integer
-/// arguments; prints and returns (mode, samples/s) for each JSON row of a mode that ran
-/// (rows with an `error` are printed as not run).
-pub(super) fn python_modes(script: &str, args: &[usize]) -> Result<Vec<(String, f64)>> {
+/// arguments; prints and returns each JSON row of a mode that ran (rows with an `error`
+/// are printed as not run).
+pub(super) fn python_modes(script: &str, args: &[usize]) -> Result<Vec<PeerMode>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scripts")
         .join(script);
@@ -36,14 +43,17 @@ pub(super) fn python_modes(script: &str, args: &[usize]) -> Result<Vec<(String, 
             println!("{mode:<22} did not run: {}", row["error"]);
             continue;
         };
-        let rss = row["peak_rss_mib"]
-            .as_f64()
-            .map_or(String::new(), |r| format!("  peak RSS {r:.0} MiB"));
+        let rss_mib = row["peak_rss_mib"].as_f64();
+        let rss = rss_mib.map_or(String::new(), |r| format!("  peak RSS {r:.0} MiB"));
         println!(
             "{mode:<22} {:>9.2} ms/step  {rate:>9.1} samples/s{rss}",
             row["ms_per_step"].as_f64().unwrap_or(f64::NAN)
         );
-        modes.push((mode, rate));
+        modes.push(PeerMode {
+            name: mode,
+            rate,
+            rss_mib,
+        });
     }
     Ok(modes)
 }

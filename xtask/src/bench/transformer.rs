@@ -16,7 +16,7 @@ use dp_models::ClipRule;
 use dp_papers::lm::model::{LmModel, LmShape};
 
 /// The benchmark's shape.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shape {
     pub layers: usize,
     pub width: usize,
@@ -165,7 +165,7 @@ fn measure(b: &Bench, s: Shape, steps: usize, noise: &mut NoiseSource) -> Result
     Ok((s.batch as f64 / tp, s.batch as f64 / tn))
 }
 
-pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
+pub fn run(s: Shape, steps: usize, compare_opacus: bool, record: bool) -> Result<()> {
     let mut noise = NoiseSource::seeded(0);
     let bench = Bench::new(s, &mut noise)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -186,7 +186,8 @@ pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
         s.vocab
     );
     let before = measure(&bench, s, steps, &mut noise)?;
-    if let Some(rss) = super::peak_rss_mib() {
+    let rss = super::peak_rss_mib();
+    if let Some(rss) = rss {
         println!("peak RSS {rss:.0} MiB");
     }
     if !compare_opacus {
@@ -195,19 +196,56 @@ pub fn run(s: Shape, steps: usize, compare_opacus: bool) -> Result<()> {
     let opacus = opacus(s, steps, threads)?;
     let after = measure(&bench, s, steps, &mut noise)?;
     let ours = (before.0 + after.0) / 2.0;
-    if let Some((mode, rate)) = opacus.iter().find(|(m, _)| m.starts_with("opacus")) {
-        println!(
-            "same sitting: ours {ours:.1} samples/s (before {:.1}, after {:.1}) vs {mode} {rate:.1}: {:.2}x",
-            before.0,
-            after.0,
-            ours / rate
+    let Some(peer) = opacus.iter().find(|m| m.name.starts_with("opacus")) else {
+        println!("no Opacus mode ran; no ratio");
+        return Ok(());
+    };
+    println!(
+        "same sitting: ours {ours:.1} samples/s (before {:.1}, after {:.1}) vs {} {:.1}: {:.2}x",
+        before.0,
+        after.0,
+        peer.name,
+        peer.rate,
+        ours / peer.rate
+    );
+    if record {
+        let default = Shape {
+            layers: 4,
+            width: 256,
+            heads: 4,
+            seq: 128,
+            batch: 32,
+            vocab: 8192,
+            lm: false,
+        };
+        anyhow::ensure!(
+            s == default,
+            "--record keeps the README's comparison: the default shape only"
         );
+        let (date, commit, machine, command) = super::record::context();
+        let sitting = super::record::Sitting {
+            date,
+            commit,
+            machine,
+            command,
+            private: [before.0, after.0],
+            non_private: [before.1, after.1],
+            peer_mode: peer.name.replacen("opacus", "Opacus", 1),
+            peer: peer.rate,
+            pytorch: opacus
+                .iter()
+                .find(|m| m.name.starts_with("pytorch"))
+                .map(|m| m.rate),
+            peak_fraction: None,
+            rss_mib: [rss, peer.rss_mib],
+        };
+        super::record::append("transformer", sitting)?;
     }
     Ok(())
 }
 
-/// Runs `scripts/opacus_transformer.py`; returns (mode, samples/s) per mode that ran.
-fn opacus(s: Shape, steps: usize, threads: usize) -> Result<Vec<(String, f64)>> {
+/// Runs `scripts/opacus_transformer.py`; returns each mode that ran.
+fn opacus(s: Shape, steps: usize, threads: usize) -> Result<Vec<super::peers::PeerMode>> {
     let args = [
         s.layers,
         s.width,
