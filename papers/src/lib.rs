@@ -47,7 +47,7 @@ use training::RunResult;
 /// Options of `cargo xtask reproduce`.
 #[derive(Debug, Args)]
 pub struct ReproduceArgs {
-    /// The paper: gdp, sa-dpsgd, dpd, wide, or all.
+    /// The paper: gdp, sa-dpsgd, dpd, wide, lm, or all.
     #[arg(default_value = "all")]
     pub paper: String,
     /// smoke: every table's pipeline on subsets and few epochs (minutes); full: the

@@ -425,23 +425,13 @@ fn dp_sgd(
             (model, batch, tier) == ("mnist-cnn", 256, "nn"),
             "--record keeps the README's comparison: the default model, batch and tier only"
         );
-        let (date, commit, machine, command) = record::context();
-        record::append(
-            "dp-sgd",
-            record::Sitting {
-                date,
-                commit,
-                machine,
-                command,
-                private: [before.0, after.0],
-                non_private: [before.1, after.1],
-                peer_mode: best.name.replacen("opacus", "Opacus", 1),
-                peer: best.rate,
-                pytorch: pytorch.map(|m| m.rate),
-                peak_fraction: Some(peak_fraction),
-                rss_mib: [rss, best.rss_mib],
-            },
-        )?;
+        let ours = record::Ours {
+            before,
+            after,
+            peak_fraction: Some(peak_fraction),
+            rss_mib: rss,
+        };
+        record::append("dp-sgd", record::Sitting::now(ours, best, &opacus))?;
     }
     Ok(())
 }

@@ -9,6 +9,8 @@ use std::process::Command;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::peers::PeerMode;
+
 /// One same-sitting comparison: ours before and after the peer, the peer in between.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Sitting {
@@ -54,6 +56,39 @@ impl Sitting {
     }
 }
 
+/// Our side of a comparison: (samples/s private, non-private) before and after the peer,
+/// the private step's share of the GEMM peak where measured, our peak RSS.
+pub struct Ours {
+    pub before: (f64, f64),
+    pub after: (f64, f64),
+    pub peak_fraction: Option<f64>,
+    pub rss_mib: Option<f64>,
+}
+
+impl Sitting {
+    /// This sitting's comparison of `ours` with `peer` (and PyTorch without DP, from
+    /// `modes`, where it ran), with today's date, the tree's commit, the CPU and command.
+    pub fn now(ours: Ours, peer: &PeerMode, modes: &[PeerMode]) -> Sitting {
+        let (date, commit, machine, command) = context();
+        Sitting {
+            date,
+            commit,
+            machine,
+            command,
+            private: [ours.before.0, ours.after.0],
+            non_private: [ours.before.1, ours.after.1],
+            peer_mode: peer.name.replacen("opacus", "Opacus", 1),
+            peer: peer.rate,
+            pytorch: modes
+                .iter()
+                .find(|m| m.name.starts_with("pytorch"))
+                .map(|m| m.rate),
+            peak_fraction: ours.peak_fraction,
+            rss_mib: [ours.rss_mib, peer.rss_mib],
+        }
+    }
+}
+
 /// The two recorded suites: the DP-layer CNN and the transformer.
 pub const SUITES: [&str; 2] = ["dp-sgd", "transformer"];
 
@@ -94,7 +129,7 @@ pub fn append(suite: &str, sitting: Sitting) -> Result<()> {
 }
 
 /// The date, commit, machine and command of this sitting.
-pub fn context() -> (String, String, String, String) {
+fn context() -> (String, String, String, String) {
     let run = |cmd: &str, args: &[&str]| {
         Command::new(cmd)
             .args(args)

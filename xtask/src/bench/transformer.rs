@@ -222,23 +222,13 @@ pub fn run(s: Shape, steps: usize, compare_opacus: bool, record: bool) -> Result
             s == default,
             "--record keeps the README's comparison: the default shape only"
         );
-        let (date, commit, machine, command) = super::record::context();
-        let sitting = super::record::Sitting {
-            date,
-            commit,
-            machine,
-            command,
-            private: [before.0, after.0],
-            non_private: [before.1, after.1],
-            peer_mode: peer.name.replacen("opacus", "Opacus", 1),
-            peer: peer.rate,
-            pytorch: opacus
-                .iter()
-                .find(|m| m.name.starts_with("pytorch"))
-                .map(|m| m.rate),
+        let ours = super::record::Ours {
+            before,
+            after,
             peak_fraction: None,
-            rss_mib: [rss, peer.rss_mib],
+            rss_mib: rss,
         };
+        let sitting = super::record::Sitting::now(ours, peer, &opacus);
         super::record::append("transformer", sitting)?;
     }
     Ok(())

@@ -196,6 +196,23 @@ mod tests {
         t.to_vec1::<f64>().expect("host")
     }
 
+    /// A CPU pass's sums against the composed ones: the same bound's terms, the Gram
+    /// products within the f32 rounding of the Gram entries, the magnitudes within f64's.
+    fn assert_same_sums(fast: &Sums, composed: &Sums) {
+        assert_eq!(
+            (fast.worst, fast.terms, fast.positions),
+            (composed.worst, composed.terms, composed.positions)
+        );
+        let mag = host(&fast.magnitude);
+        let totals = host(&fast.total).into_iter().zip(host(&composed.total));
+        for ((f, c), m) in totals.zip(&mag) {
+            assert!((f - c).abs() <= 1e-5 * m * m, "total {f} vs {c}");
+        }
+        for (f, c) in mag.iter().zip(host(&composed.magnitude)) {
+            assert!((f - c).abs() <= 1e-12 * c, "magnitude {f} vs {c}");
+        }
+    }
+
     /// The one-pass CPU sums equal the composed ones: the Gram products agree to the f32
     /// rounding of the Gram entries, the magnitudes to f64 rounding; a NaN stays NaN.
     #[test]
@@ -204,22 +221,7 @@ mod tests {
         let l = Tensor::randn(0f32, 1.0, (3, 5, 7), &device)?;
         let r = Tensor::randn(0f32, 1.0, (3, 5, 4), &device)?;
         let left = Left::Dense(l.clone());
-        let (fast, composed) = (one_use_on_cpu(&l, &r)?, composed_sums(&[(&left, &r)])?);
-        assert_eq!(
-            (fast.worst, fast.terms, fast.positions),
-            (composed.worst, composed.terms, composed.positions)
-        );
-        let (ft, ct, mag) = (
-            host(&fast.total),
-            host(&composed.total),
-            host(&fast.magnitude),
-        );
-        for ((f, c), m) in ft.iter().zip(&ct).zip(&mag) {
-            assert!((f - c).abs() <= 1e-5 * m * m, "total {f} vs {c}");
-        }
-        for (f, c) in mag.iter().zip(host(&composed.magnitude)) {
-            assert!((f - c).abs() <= 1e-12 * c, "magnitude {f} vs {c}");
-        }
+        assert_same_sums(&one_use_on_cpu(&l, &r)?, &composed_sums(&[(&left, &r)])?);
         let mut values = l.flatten_all()?.to_vec1::<f32>()?;
         values[0] = f32::NAN;
         let poisoned = Tensor::from_vec(values, (3, 5, 7), &device)?;
@@ -240,22 +242,7 @@ mod tests {
             ids: ids.clone(),
             width: 8,
         };
-        let (fast, composed) = (one_hot_on_cpu(&ids, &r)?, composed_sums(&[(&left, &r)])?);
-        assert_eq!(
-            (fast.worst, fast.terms, fast.positions),
-            (composed.worst, composed.terms, composed.positions)
-        );
-        let mag = host(&fast.magnitude);
-        for ((f, c), m) in host(&fast.total)
-            .iter()
-            .zip(host(&composed.total))
-            .zip(&mag)
-        {
-            assert!((f - c).abs() <= 1e-5 * m * m, "total {f} vs {c}");
-        }
-        for (f, c) in mag.iter().zip(host(&composed.magnitude)) {
-            assert!((f - c).abs() <= 1e-12 * c, "magnitude {f} vs {c}");
-        }
+        assert_same_sums(&one_hot_on_cpu(&ids, &r)?, &composed_sums(&[(&left, &r)])?);
         let mut values = r.flatten_all()?.to_vec1::<f32>()?;
         values[0] = f32::NAN;
         let poisoned = Tensor::from_vec(values, (3, 5, 6), &device)?;
