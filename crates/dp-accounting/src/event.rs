@@ -89,6 +89,23 @@ pub enum DpEvent {
         /// The mechanism applied to the sample.
         event: Box<DpEvent>,
     },
+    /// The Gaussian mechanism on a truncated Poisson sample: each of `dataset_size`
+    /// records is drawn independently with probability `sampling_rate`, and a draw of
+    /// more than `max_batch_size` records is cut to a uniformly random `max_batch_size`
+    /// of them (a fixed-size batch for compiled steps; dp_accounting 0.6's
+    /// `TruncatedSubsampledGaussianDpEvent`, arXiv 2508.15089). Add/remove neighbours;
+    /// `dataset_size` is the larger neighbour's size (a run on N records states N + 1
+    /// to cover a record added to it).
+    TruncatedPoissonGaussian {
+        /// N, the number of records drawn from.
+        dataset_size: u64,
+        /// q, the inclusion probability of each record before the cut.
+        sampling_rate: f64,
+        /// B, the most records a batch keeps.
+        max_batch_size: u64,
+        /// σ, the noise standard deviation divided by the clip norm.
+        noise_multiplier: f64,
+    },
     /// `event` repeated `count` times (adaptively).
     SelfComposed {
         /// The repeated event.
@@ -256,6 +273,24 @@ impl DpEvent {
                 }
                 event.validate()
             }
+            DpEvent::TruncatedPoissonGaussian {
+                dataset_size,
+                sampling_rate,
+                max_batch_size,
+                noise_multiplier,
+            } => {
+                if *dataset_size == 0 || *max_batch_size == 0 {
+                    return Err(Error::InvalidParameter {
+                        name: "max_batch_size",
+                        value: *max_batch_size as f64,
+                        reason: "must be > 0, as must dataset_size",
+                    });
+                }
+                validate::unit("sampling_rate", *sampling_rate)?;
+                validate::non_negative("noise_multiplier", *noise_multiplier)
+                    .map(drop)
+                    .map_err(Into::into)
+            }
             DpEvent::SelfComposed { event, .. } => event.validate(),
             DpEvent::Composed { events } => events.iter().try_for_each(DpEvent::validate),
             DpEvent::ZCdp { rho, xi } => {
@@ -299,6 +334,15 @@ impl fmt::Display for DpEvent {
                     "SampledWithoutReplacement(n={source_dataset_size}, m={sample_size}, {event})"
                 )
             }
+            DpEvent::TruncatedPoissonGaussian {
+                dataset_size,
+                sampling_rate,
+                max_batch_size,
+                noise_multiplier,
+            } => write!(
+                f,
+                "TruncatedPoisson(N={dataset_size}, q={sampling_rate}, B≤{max_batch_size}, Gaussian(σ={noise_multiplier}))"
+            ),
             DpEvent::SelfComposed { event, count } => write!(f, "{event} × {count}"),
             DpEvent::Composed { events } => {
                 f.write_str("Composed[")?;
@@ -334,6 +378,12 @@ mod tests {
                 },
                 DpEvent::Exponential { epsilon: 0.1 },
                 DpEvent::laplace(3.0),
+                DpEvent::TruncatedPoissonGaussian {
+                    dataset_size: 60_001,
+                    sampling_rate: 0.004,
+                    max_batch_size: 300,
+                    noise_multiplier: 1.1,
+                },
                 DpEvent::NoOp,
             ],
         };

@@ -55,6 +55,7 @@ mod logspace;
 pub mod pld;
 pub mod rdp;
 mod sampling;
+mod truncated;
 pub mod validate;
 mod zcdp;
 
@@ -78,4 +79,5 @@ pub use ledger::{Budget, BudgetFilter, Ledger, LedgerEntry, Reservation};
 pub use pld::{PldAccountant, PldConfig};
 pub use rdp::{Conversion, FractionalSeries, OrderGrid, RdpAccountant, RdpConfig};
 pub use sampling::SamplingScheme;
+pub use truncated::{truncation_probability, TruncatedPoissonBound};
 pub use zcdp::{zcdp_to_epsilon, ZcdpAccountant, ZcdpConfig, ZcdpConversion};

@@ -11,4 +11,5 @@ mod fdp_audit;
 mod properties;
 mod sampling;
 mod support;
+mod truncated;
 mod vectors;

@@ -4,8 +4,11 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::mechanism::{epsilon_delta_pmf, Direction, Noise, SubsampledMechanism};
+use super::mechanism::{
+    connect_the_dots, epsilon_delta_pmf, Direction, Noise, SubsampledMechanism,
+};
 use super::pmf::LossPmf;
+use super::replace_gaussian::ReplaceGaussian;
 use crate::accountant::{
     check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
     PrivacyReport,
@@ -13,6 +16,7 @@ use crate::accountant::{
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GAUSSIAN_PLD};
 use crate::ledger::Ledger;
+use crate::truncated::{TruncatedPoissonBound, TruncationSplit};
 use crate::validate;
 
 /// Settings of a [`PldAccountant`]; the defaults are dp_accounting's.
@@ -28,6 +32,10 @@ pub struct PldConfig {
     pub tail_mass_truncation: f64,
     /// The neighbouring relation. Default add-or-remove-one.
     pub relation: NeighbouringRelation,
+    /// Which bound of a truncated Poisson sample's truncated branch is composed. Default
+    /// [`TruncatedPoissonBound::Revealed`].
+    #[serde(default)]
+    pub truncated_poisson: TruncatedPoissonBound,
 }
 
 impl Default for PldConfig {
@@ -37,6 +45,7 @@ impl Default for PldConfig {
             log_mass_truncation_bound: -50.0,
             tail_mass_truncation: 1e-15,
             relation: NeighbouringRelation::AddOrRemoveOne,
+            truncated_poisson: TruncatedPoissonBound::Revealed,
         }
     }
 }
@@ -82,7 +91,8 @@ impl PldConfig {
 ///
 /// Supported events: `Gaussian`, `Laplace`, `PoissonSampled` of a Gaussian, a
 /// composition of Gaussians (one Gaussian, Mironov, Talwar, Zhang 2019, §3) or a Laplace
-/// (add/remove only), `EpsilonDelta`, `Exponential` (as ε-DP), and any
+/// (add/remove only), `TruncatedPoissonGaussian` (add/remove only; the mixture of
+/// `pld::truncated`), `EpsilonDelta`, `Exponential` (as ε-DP), and any
 /// `SelfComposed`/`Composed` of these.
 ///
 /// `ZCdp` is refused, sampled or not, even with ξ = 0: ρ-zCDP does not imply the
@@ -128,8 +138,20 @@ struct PendingLeaf {
 /// A leaf event the PLD accountant understands, with its composition count.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Leaf {
-    Mechanism { noise: Noise, sampling_rate: f64 },
-    PureOrApprox { epsilon: f64, delta: f64 },
+    Mechanism {
+        noise: Noise,
+        sampling_rate: f64,
+    },
+    PureOrApprox {
+        epsilon: f64,
+        delta: f64,
+    },
+    /// A truncated Poisson Gaussian: the untruncated branch and the split.
+    Truncated {
+        sigma: f64,
+        sampling_rate: f64,
+        split: TruncationSplit,
+    },
 }
 
 impl PldAccountant {
@@ -232,6 +254,10 @@ impl PldAccountant {
                 ));
                 Ok(())
             }
+            DpEvent::TruncatedPoissonGaussian { .. } => {
+                out.push((self.truncated_leaf(event)?, count));
+                Ok(())
+            }
             DpEvent::ZCdp { .. } => Err(unsupported("pld", event, ZCDP_NOT_GAUSSIAN_PLD)),
             other => Err(unsupported(
                 "pld",
@@ -239,6 +265,40 @@ impl PldAccountant {
                 "no privacy loss distribution is implemented for it",
             )),
         }
+    }
+
+    /// The leaf of a `TruncatedPoissonGaussian` (add/remove neighbours only).
+    fn truncated_leaf(&self, event: &DpEvent) -> Result<Leaf> {
+        let DpEvent::TruncatedPoissonGaussian {
+            dataset_size,
+            sampling_rate,
+            max_batch_size,
+            noise_multiplier,
+        } = *event
+        else {
+            return Err(unsupported(
+                "pld",
+                event,
+                "not a truncated Poisson Gaussian",
+            ));
+        };
+        if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
+            return Err(unsupported(
+                "pld",
+                event,
+                "truncated Poisson sampling is accounted under add-or-remove-one neighbours",
+            ));
+        }
+        Ok(Leaf::Truncated {
+            sigma: noise_multiplier,
+            sampling_rate,
+            split: TruncationSplit::new(
+                dataset_size,
+                sampling_rate,
+                max_batch_size,
+                noise_multiplier,
+            ),
+        })
     }
 
     /// `(remove, add)` with every pending count composed in (kept for the next question).
@@ -262,6 +322,46 @@ impl PldAccountant {
             Leaf::PureOrApprox { epsilon, delta } => {
                 let pmf = epsilon_delta_pmf(epsilon, delta, interval)?;
                 Ok((pmf.clone(), pmf))
+            }
+            Leaf::Truncated {
+                sigma,
+                sampling_rate,
+                split,
+            } => {
+                let gaussian = |sigma, sampling_rate| Leaf::Mechanism {
+                    noise: Noise::Gaussian { sigma },
+                    sampling_rate,
+                };
+                let (remove, add) = self.leaf_pmfs(&gaussian(sigma, sampling_rate))?;
+                let weight = split.truncation_probability;
+                if weight == 0.0 {
+                    return Ok((remove, add));
+                }
+                // The conditional pair needs finite noise and a positive rate; elsewhere
+                // the revealed bound (valid always) handles the degenerate cases.
+                let conditional = self.config.truncated_poisson
+                    == TruncatedPoissonBound::Conditional
+                    && split.truncated_sigma.is_finite()
+                    && split.truncated_sigma > 0.0
+                    && split.conditional_rate > 0.0;
+                let (cut_remove, cut_add) = match conditional {
+                    false => {
+                        self.leaf_pmfs(&gaussian(split.truncated_sigma, split.truncated_rate))?
+                    }
+                    true => {
+                        let pair = ReplaceGaussian {
+                            sigma: split.truncated_sigma,
+                            sampling_rate: split.conditional_rate,
+                        };
+                        let log_tail = self.config.log_mass_truncation_bound;
+                        let pmf = connect_the_dots(&pair, interval, log_tail)?;
+                        (pmf.clone(), pmf)
+                    }
+                };
+                Ok((
+                    remove.mixture(&cut_remove, weight)?,
+                    add.mixture(&cut_add, weight)?,
+                ))
             }
             Leaf::Mechanism {
                 noise,
@@ -288,12 +388,12 @@ impl PldAccountant {
                     return Ok((leak.clone(), leak));
                 }
                 let make = |direction| {
-                    SubsampledMechanism {
+                    let pair = SubsampledMechanism {
                         noise,
                         sampling_rate,
                         direction,
-                    }
-                    .connect_the_dots(interval, self.config.log_mass_truncation_bound)
+                    };
+                    connect_the_dots(&pair, interval, self.config.log_mass_truncation_bound)
                 };
                 let remove = make(Direction::Remove)?;
                 // Without sampling the two directions have the same PLD (symmetric noise).

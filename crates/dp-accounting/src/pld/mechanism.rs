@@ -19,6 +19,15 @@ pub(crate) enum Direction {
     Add,
 }
 
+/// A pair of output distributions (P, Q) whose privacy loss is monotone in the output:
+/// its exact hockey-stick curve and the loss range that holds all but a tail of the noise.
+pub(crate) trait LossCurve: std::fmt::Debug {
+    /// `δ(ε) = sup_S P(S) − e^ε Q(S)`.
+    fn delta(&self, epsilon: f64) -> f64;
+    /// The losses outside which the noise puts at most `e^{log_tail}` mass on either side.
+    fn loss_bounds(&self, log_tail: f64) -> (f64, f64);
+}
+
 /// The noise of an additive mechanism with sensitivity 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Noise {
@@ -91,7 +100,7 @@ impl SubsampledMechanism {
     }
 
     /// The exact hockey-stick divergence `δ(ε) = sup_S P(S) − e^ε Q(S)`.
-    pub fn delta(&self, epsilon: f64) -> f64 {
+    fn hockey_stick(&self, epsilon: f64) -> f64 {
         let q = self.sampling_rate;
         let (lo, hi) = self.log_ratio_range();
         let value = match self.direction {
@@ -154,7 +163,7 @@ impl SubsampledMechanism {
 
     /// The range of losses outside which the noise puts at most `e^{log_tail}` mass on
     /// either side.
-    pub fn loss_bounds(&self, log_tail: f64) -> (f64, f64) {
+    fn loss_range(&self, log_tail: f64) -> (f64, f64) {
         let (x_lo, x_hi) = match self.noise {
             Noise::Gaussian { sigma } => {
                 let z = standard_normal_quantile_of_log(log_tail);
@@ -166,55 +175,69 @@ impl SubsampledMechanism {
         let (a, b) = (self.loss_at(x_lo), self.loss_at(x_hi));
         (a.min(b), a.max(b))
     }
+}
 
-    /// Pessimistic connect-the-dots discretisation on the grid `interval·ℤ`.
-    ///
-    /// # Privacy
-    /// Doroshenko, Ghazi, Kamath, Kumar, Manurangsi 2022 (PETS, arXiv 2207.04380),
-    /// Thm 4.2: the discrete PLD supported on grid points ε₀ < … < εₙ whose δ(ε) equals
-    /// the mechanism's at every grid point is piecewise linear in e^ε between them, and
-    /// therefore dominates the true curve (δ(ε) is convex in e^ε). Below ε₀ the line to
-    /// (e^ε = 0, δ = 1) and above εₙ the constant δ(εₙ), moved to +∞, are also
-    /// pessimistic, so truncation never reduces δ.
-    pub fn connect_the_dots(&self, interval: f64, log_tail: f64) -> Result<LossPmf> {
-        let (lo_loss, hi_loss) = self.loss_bounds(log_tail);
-        let points = (hi_loss - lo_loss) / interval;
-        if !(points.is_finite() && points < MAX_GRID_POINTS as f64) {
-            return Err(Error::Numerical(format!(
-                "the privacy loss of {self:?} spans [{lo_loss}, {hi_loss}], more than {MAX_GRID_POINTS} \
-                 grid points at interval {interval}; use a coarser value_discretization_interval"
-            )));
-        }
-        let lower = (lo_loss / interval).floor() as i64;
-        let upper = ((hi_loss / interval).ceil() as i64).max(lower + 1);
-        let n = (upper - lower + 1) as usize;
-        let eps: Vec<f64> = (0..n)
-            .map(|i| (lower + i as i64) as f64 * interval)
-            .collect();
-        let deltas: Vec<f64> = eps.iter().map(|&e| self.delta(e)).collect();
-        // B_j = (δ_j − δ_{j+1})/(e^{ε_{j+1}} − e^{ε_j}) is Σ_{i>j} p_i e^{−ε_i};
-        // p_j = e^{ε_j}(B_{j−1} − B_j), with B_{−1} = (1 − δ₀)e^{−ε₀} and B_n = 0.
-        let mut slopes = Vec::with_capacity(n + 1);
-        slopes.push((1.0 - deltas[0]) * (-eps[0]).exp());
-        for j in 0..n - 1 {
-            let de = eps[j + 1].exp() - eps[j].exp();
-            slopes.push(((deltas[j] - deltas[j + 1]) / de).max(0.0));
-        }
-        slopes.push(0.0);
-        let probs: Vec<f64> = (0..n)
-            .map(|j| (eps[j].exp() * (slopes[j] - slopes[j + 1])).max(0.0))
-            .collect();
-        Ok(LossPmf {
-            interval,
-            lower,
-            probs,
-            infinity_mass: deltas[n - 1],
-        })
+impl LossCurve for SubsampledMechanism {
+    fn delta(&self, epsilon: f64) -> f64 {
+        self.hockey_stick(epsilon)
+    }
+
+    fn loss_bounds(&self, log_tail: f64) -> (f64, f64) {
+        self.loss_range(log_tail)
     }
 }
 
+/// Pessimistic connect-the-dots discretisation on the grid `interval·ℤ`.
+///
+/// # Privacy
+/// Doroshenko, Ghazi, Kamath, Kumar, Manurangsi 2022 (PETS, arXiv 2207.04380),
+/// Thm 4.2: the discrete PLD supported on grid points ε₀ < … < εₙ whose δ(ε) equals
+/// the mechanism's at every grid point is piecewise linear in e^ε between them, and
+/// therefore dominates the true curve (δ(ε) is convex in e^ε). Below ε₀ the line to
+/// (e^ε = 0, δ = 1) and above εₙ the constant δ(εₙ), moved to +∞, are also
+/// pessimistic, so truncation never reduces δ.
+pub(crate) fn connect_the_dots(
+    curve: &impl LossCurve,
+    interval: f64,
+    log_tail: f64,
+) -> Result<LossPmf> {
+    let (lo_loss, hi_loss) = curve.loss_bounds(log_tail);
+    let points = (hi_loss - lo_loss) / interval;
+    if !(points.is_finite() && points < MAX_GRID_POINTS as f64) {
+        return Err(Error::Numerical(format!(
+            "the privacy loss of {curve:?} spans [{lo_loss}, {hi_loss}], more than {MAX_GRID_POINTS} \
+             grid points at interval {interval}; use a coarser value_discretization_interval"
+        )));
+    }
+    let lower = (lo_loss / interval).floor() as i64;
+    let upper = ((hi_loss / interval).ceil() as i64).max(lower + 1);
+    let n = (upper - lower + 1) as usize;
+    let eps: Vec<f64> = (0..n)
+        .map(|i| (lower + i as i64) as f64 * interval)
+        .collect();
+    let deltas: Vec<f64> = eps.iter().map(|&e| curve.delta(e)).collect();
+    // B_j = (δ_j − δ_{j+1})/(e^{ε_{j+1}} − e^{ε_j}) is Σ_{i>j} p_i e^{−ε_i};
+    // p_j = e^{ε_j}(B_{j−1} − B_j), with B_{−1} = (1 − δ₀)e^{−ε₀} and B_n = 0.
+    let mut slopes = Vec::with_capacity(n + 1);
+    slopes.push((1.0 - deltas[0]) * (-eps[0]).exp());
+    for j in 0..n - 1 {
+        let de = eps[j + 1].exp() - eps[j].exp();
+        slopes.push(((deltas[j] - deltas[j + 1]) / de).max(0.0));
+    }
+    slopes.push(0.0);
+    let probs: Vec<f64> = (0..n)
+        .map(|j| (eps[j].exp() * (slopes[j] - slopes[j + 1])).max(0.0))
+        .collect();
+    Ok(LossPmf {
+        interval,
+        lower,
+        probs,
+        infinity_mass: deltas[n - 1],
+    })
+}
+
 /// z with `ln Φ(z) = log_p` (z < 0), by bisection on the accurate `ln Φ`.
-fn standard_normal_quantile_of_log(log_p: f64) -> f64 {
+pub(crate) fn standard_normal_quantile_of_log(log_p: f64) -> f64 {
     let (mut lo, mut hi) = (-40.0, 0.0);
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);

@@ -3,5 +3,6 @@
 mod accountant;
 mod mechanism;
 mod pmf;
+mod replace_gaussian;
 
 pub use accountant::{PldAccountant, PldConfig};

@@ -29,6 +29,34 @@ impl LossPmf {
         }
     }
 
+    /// `weight·other + (1 − weight)·self`, on the same grid: the privacy loss
+    /// distribution of a pair that reveals which of the two it drew from (a variable with
+    /// the same distribution under both datasets), which dominates the pair that does not.
+    pub fn mixture(&self, other: &LossPmf, weight: f64) -> Result<LossPmf> {
+        if self.interval != other.interval || !(0.0..=1.0).contains(&weight) {
+            return Err(Error::Numerical(format!(
+                "a mixture of privacy loss distributions needs one grid and a weight in [0, 1] \
+                 (intervals {} and {}, weight {weight})",
+                self.interval, other.interval
+            )));
+        }
+        let lower = self.lower.min(other.lower);
+        let end = |p: &LossPmf| p.lower + p.probs.len() as i64;
+        let mut probs = vec![0.0; (end(self).max(end(other)) - lower) as usize];
+        for (pmf, w) in [(self, 1.0 - weight), (other, weight)] {
+            let offset = (pmf.lower - lower) as usize;
+            for (slot, p) in probs[offset..].iter_mut().zip(&pmf.probs) {
+                *slot += w * p;
+            }
+        }
+        Ok(LossPmf {
+            interval: self.interval,
+            lower,
+            probs,
+            infinity_mass: (1.0 - weight) * self.infinity_mass + weight * other.infinity_mass,
+        })
+    }
+
     fn loss(&self, i: usize) -> f64 {
         (self.lower + i as i64) as f64 * self.interval
     }
@@ -358,6 +386,27 @@ mod tests {
         for eps in [0.0, 0.5, 1.0, 3.0, 5.0] {
             assert!((direct.delta(eps) - fft.delta(eps)).abs() < 1e-12);
         }
+    }
+
+    /// δ(ε) is linear in the distribution, so a mixture's δ is the mixture of the δs.
+    #[test]
+    fn a_mixtures_delta_is_the_mixture_of_the_deltas() -> Result<()> {
+        let a = coin(0.1);
+        let b = LossPmf {
+            interval: 0.1,
+            lower: 3,
+            probs: vec![0.2, 0.5],
+            infinity_mass: 0.3,
+        };
+        let m = a.mixture(&b, 0.25)?;
+        assert_eq!(m.lower, a.lower.min(3));
+        for eps in [0.0, 0.15, 0.35, 1.0] {
+            let want = 0.75 * a.delta(eps) + 0.25 * b.delta(eps);
+            assert!((m.delta(eps) - want).abs() < 1e-15, "{eps}");
+        }
+        assert!(a.mixture(&LossPmf::identity(0.2), 0.5).is_err());
+        assert!(a.mixture(&b, 1.5).is_err());
+        Ok(())
     }
 
     #[test]

@@ -12,6 +12,8 @@ use crate::accountant::{
 use crate::error::Result;
 use crate::event::{DpEvent, NeighbouringRelation};
 use crate::ledger::Ledger;
+use crate::logspace::log_add;
+use crate::truncated::TruncationSplit;
 
 /// Settings of an [`RdpAccountant`]; plain data with defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,6 +177,7 @@ impl RdpAccountant {
                             Curve::PoissonGaussian { q, .. } => *q < 1.0,
                             Curve::EpsilonDelta { delta, .. } => *delta > 0.0,
                             Curve::SampledWithoutReplacement { .. }
+                            | Curve::TruncatedPoissonGaussian { .. }
                             | Curve::PoissonGeneral { .. } => true,
                             _ => false,
                         });
@@ -192,6 +195,7 @@ impl RdpAccountant {
                     }
                 }
             }
+            DpEvent::TruncatedPoissonGaussian { .. } => self.truncated_curve(event)?,
             DpEvent::SampledWithoutReplacement {
                 source_dataset_size,
                 sample_size,
@@ -213,6 +217,37 @@ impl RdpAccountant {
         };
         out.push((curve, count));
         Ok(())
+    }
+
+    /// The curve of a `TruncatedPoissonGaussian` (add/remove neighbours only).
+    fn truncated_curve(&self, event: &DpEvent) -> Result<Curve> {
+        let name = self.display_name();
+        let DpEvent::TruncatedPoissonGaussian {
+            dataset_size,
+            sampling_rate,
+            max_batch_size,
+            noise_multiplier,
+        } = *event
+        else {
+            return Err(unsupported(name, event, "not a truncated Poisson Gaussian"));
+        };
+        if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
+            return Err(unsupported(
+                name,
+                event,
+                "truncated Poisson sampling is accounted under add-or-remove-one neighbours",
+            ));
+        }
+        Ok(Curve::TruncatedPoissonGaussian {
+            q: sampling_rate,
+            sigma: noise_multiplier,
+            split: TruncationSplit::new(
+                dataset_size,
+                sampling_rate,
+                max_batch_size,
+                noise_multiplier,
+            ),
+        })
     }
 
     /// Adds `count` × the curve at every order (and the δ of `EpsilonDelta` events).
@@ -243,6 +278,26 @@ impl Curve {
             }
             Curve::SampledWithoutReplacement { q, sigma } => {
                 curves::sampled_without_replacement_gaussian(q, sigma, alpha)
+            }
+            Curve::TruncatedPoissonGaussian { q, sigma, split } => {
+                // With the branch revealed (crate::truncated; its law is the same under
+                // both datasets) E_Q[(P/Q)^α] is the p-mixture of the branches', so the
+                // pair's Rényi divergence is ln((1−p)e^{(α−1)ε₁} + p e^{(α−1)ε₂})/(α−1);
+                // forgetting the branch cannot raise it (data processing: van Erven &
+                // Harremoës 2014, Thm 9).
+                let p = split.truncation_probability;
+                let full = curves::poisson_gaussian(q, sigma, alpha, series);
+                if p == 0.0 {
+                    return full;
+                }
+                let cut = curves::poisson_gaussian(
+                    split.truncated_rate,
+                    split.truncated_sigma,
+                    alpha,
+                    series,
+                );
+                let a1 = alpha - 1.0;
+                log_add((-p).ln_1p() + a1 * full, p.ln() + a1 * cut) / a1
             }
             Curve::Laplace { b } => curves::laplace(b, alpha),
             Curve::Zcdp { rho, xi } => xi + rho * alpha,
@@ -292,6 +347,12 @@ enum Curve {
     SampledWithoutReplacement {
         q: f64,
         sigma: f64,
+    },
+    /// A truncated Poisson Gaussian: the Poisson branch (q, σ) and the truncated one.
+    TruncatedPoissonGaussian {
+        q: f64,
+        sigma: f64,
+        split: TruncationSplit,
     },
     Laplace {
         b: f64,
