@@ -83,6 +83,24 @@ impl TruncationSplit {
 /// How often a truncated Poisson draw cuts a batch that holds a given record:
 /// `P[Binomial(N − 1, q) ≥ B]`, the weight of the truncated branch (N the larger
 /// neighbour's size). Also what a user sizing B wants to know.
+///
+/// ```
+/// use dp_accounting::{truncation_probability, Accountant, DpEvent, PldConfig};
+///
+/// // 60,000 records (60,001: a neighbour may add one), expected batch 256, cap 300.
+/// let step = DpEvent::TruncatedPoissonGaussian {
+///     dataset_size: 60_001,
+///     sampling_rate: 256.0 / 60_000.0,
+///     max_batch_size: 300,
+///     noise_multiplier: 1.1,
+/// };
+/// assert!(truncation_probability(60_001, 256.0 / 60_000.0, 300) < 0.01);
+/// let mut pld = PldConfig::default().build()?;
+/// pld.compose(&step, 1000)?;
+/// let eps = pld.epsilon(1e-5)?;
+/// assert!(eps.is_finite() && eps > 0.0);
+/// # Ok::<(), dp_accounting::Error>(())
+/// ```
 pub fn truncation_probability(dataset_size: u64, sampling_rate: f64, max_batch_size: u64) -> f64 {
     binomial_upper_tail(
         dataset_size.saturating_sub(1),
