@@ -267,6 +267,9 @@ pub enum SamplingChoice {
     Poisson,
     /// Fixed-size batches drawn uniformly without replacement (replace-one neighbours).
     WithoutReplacement,
+    /// Poisson sampling with batches cut to --max-batch-size records (add/remove
+    /// neighbours; the PLD and RDP accountants).
+    TruncatedPoisson,
 }
 
 /// How `epochs / q` becomes a whole number of steps.
@@ -302,6 +305,9 @@ pub struct RunArgs {
     /// Batch sampling scheme.
     #[arg(long, value_enum, default_value_t = SamplingChoice::Poisson)]
     pub sampling: SamplingChoice,
+    /// The most records a batch keeps under --sampling truncated-poisson.
+    #[arg(long)]
+    pub max_batch_size: Option<u64>,
     /// Rényi orders for the RDP accountants.
     #[arg(long, value_enum, default_value_t = OrdersChoice::Opacus)]
     pub orders: OrdersChoice,

@@ -115,6 +115,18 @@ fn bad_input_is_one_line_and_exit_code_2() {
             "--delta",
         ),
         ("account --q 0.01 --noise-multiplier 1 --delta 1e-5", "--steps"),
+        (
+            "account --q 0.01 --noise-multiplier 1 --steps 10 --delta 1e-5 --sampling truncated-poisson",
+            "--max-batch-size",
+        ),
+        (
+            "account --dataset-size 100 --batch-size 10 --noise-multiplier 1 --steps 10 --delta 1e-5 --max-batch-size 20",
+            "--max-batch-size",
+        ),
+        (
+            "account --dataset-size 100 --batch-size 10 --noise-multiplier 1 --steps 10 --delta 1e-5 --sampling truncated-poisson --max-batch-size 0",
+            "--max-batch-size",
+        ),
         ("account --noise-multiplier 1 --steps 10 --delta 1e-5", "--q"),
         ("account --q 0.01 --steps 10 --delta 1e-5", "--noise-multiplier"),
         (
@@ -205,6 +217,20 @@ fn without_replacement_sampling() {
         "account --dataset-size 60000 --batch-size 256 --steps 1000 --noise-multiplier 1.1 --delta 1e-5 --sampling without-replacement --accountant all",
     );
     insta::assert_snapshot!("account_without_replacement", text);
+}
+
+/// Truncated Poisson sampling: the cut's probability in the header, PLD and RDP above
+/// plain Poisson's, GDP declining; calibration under it.
+#[test]
+fn truncated_poisson_sampling() {
+    let text = stdout(
+        "account --dataset-size 60000 --batch-size 256 --epochs 10 --noise-multiplier 1.1 --delta 1e-5 --sampling truncated-poisson --max-batch-size 300 --accountant all",
+    );
+    insta::assert_snapshot!("account_truncated_poisson", text);
+    let text = stdout(
+        "calibrate --dataset-size 60000 --batch-size 256 --epochs 10 --target-epsilon 2 --delta 1e-5 --sampling truncated-poisson --max-batch-size 270 --accountant pld",
+    );
+    insta::assert_snapshot!("calibrate_truncated_poisson", text);
 }
 
 #[test]
