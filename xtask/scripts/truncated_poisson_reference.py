@@ -5,8 +5,8 @@ T, delta) prints one JSON line with:
   p_trunc      P[Binomial(N - 1, q) >= B] (scipy), the truncated branch's weight;
   eps_ours     our bound (crates/dp-accounting/src/truncated.rs) built from
                dp_accounting's primitives: the Poisson Gaussian PLD (sigma, q) mixed
-               with the add/remove Poisson Gaussian PLD (sigma / 2, q B / (B + 1)),
-               weight p_trunc, self-composed T times;
+               with the add/remove Poisson Gaussian PLD (sigma / 2, q_bar), weight
+               p_trunc, self-composed T times, q_bar = P[Bin(N, q) > B] B / (p_trunc N);
   eps_dp_acc   dp_accounting 0.6's TruncatedSubsampledGaussianDpEvent (arXiv
                2508.15089: a replace-one pair at sigma / 2 with the conditional rate);
   eps_poisson  the untruncated Poisson Gaussian (no cap), for scale.
@@ -28,7 +28,8 @@ def ours(n, q, b, sigma, steps):
     full = pldlib.from_gaussian_mechanism(sigma, sampling_prob=q)
     if p == 0.0:
         return p, full.self_compose(steps)
-    cut = pldlib.from_gaussian_mechanism(sigma / 2, sampling_prob=q * b / (b + 1))
+    q_bar = float(stats.binom.sf(b, n, q)) * b / (p * n)
+    cut = pldlib.from_gaussian_mechanism(sigma / 2, sampling_prob=q_bar)
     return p, cut.compute_mixture(full, p).self_compose(steps)
 
 

@@ -95,7 +95,8 @@ pub enum DpEvent {
     /// of them (a fixed-size batch for compiled steps; dp_accounting 0.6's
     /// `TruncatedSubsampledGaussianDpEvent`, arXiv 2508.15089). Add/remove neighbours;
     /// `dataset_size` is the larger neighbour's size (a run on N records states N + 1
-    /// to cover a record added to it).
+    /// to cover a record added to it; the bound is not monotone in it, so state exactly
+    /// that).
     TruncatedPoissonGaussian {
         /// N, the number of records drawn from.
         dataset_size: u64,
@@ -279,12 +280,17 @@ impl DpEvent {
                 max_batch_size,
                 noise_multiplier,
             } => {
-                if *dataset_size == 0 || *max_batch_size == 0 {
-                    return Err(Error::InvalidParameter {
-                        name: "max_batch_size",
-                        value: *max_batch_size as f64,
-                        reason: "must be > 0, as must dataset_size",
-                    });
+                for (name, value) in [
+                    ("dataset_size", *dataset_size),
+                    ("max_batch_size", *max_batch_size),
+                ] {
+                    if value == 0 {
+                        return Err(Error::InvalidParameter {
+                            name,
+                            value: 0.0,
+                            reason: "must be > 0",
+                        });
+                    }
                 }
                 validate::unit("sampling_rate", *sampling_rate)?;
                 validate::non_negative("noise_multiplier", *noise_multiplier)

@@ -78,7 +78,8 @@ fn the_revealed_bound_equals_its_independent_build() -> Result<()> {
 }
 
 /// The conditional bound is dp_accounting 0.6's `TruncatedSubsampledGaussianDpEvent`:
-/// within 1e-6 on all 24 settings.
+/// within 1e-6 on all 24 settings; the revealed bound (the default) is never above it
+/// there.
 #[test]
 fn the_conditional_bound_agrees_with_dp_accounting() -> Result<()> {
     for s in &settings() {
@@ -89,6 +90,8 @@ fn the_conditional_bound_agrees_with_dp_accounting() -> Result<()> {
             TruncatedPoissonBound::Conditional,
         )?;
         assert!(relative(got, s.eps_dp_acc) < 1e-6, "{s:?}: {got}");
+        let revealed = pld_epsilon(&event(s), s.steps, s.delta, TruncatedPoissonBound::Revealed)?;
+        assert!(revealed <= got * (1.0 + 1e-9), "{s:?}: {revealed} > {got}");
     }
     Ok(())
 }
@@ -136,5 +139,37 @@ fn a_cap_never_reached_is_poisson_and_a_lower_cap_costs_more() -> Result<()> {
     }
     .build()?;
     assert!(replace.supports(&capped(60)).is_err());
+    Ok(())
+}
+
+/// A noiseless sampled step (σ = 0) composed with a Gaussian: its finite mass (the
+/// record not drawn or not kept) stays in the composition, so δ(1) is at least
+/// `d + (1 − d)·δ_Gaussian(1)`, d the step's own δ (it was about d when that mass was
+/// dropped).
+#[test]
+fn a_noiseless_step_keeps_its_finite_mass_in_a_composition() -> Result<()> {
+    let q = 0.01;
+    let delta_at_one = |events: Vec<DpEvent>| -> Result<f64> {
+        let mut acc = PldConfig::default().build()?;
+        acc.compose(&DpEvent::Composed { events }, 1)?;
+        acc.delta(1.0)
+    };
+    let gaussian = delta_at_one(vec![DpEvent::gaussian(1.0)])?;
+    let steps = [
+        DpEvent::poisson_sampled(q, DpEvent::gaussian(0.0)),
+        DpEvent::TruncatedPoissonGaussian {
+            dataset_size: 1000,
+            sampling_rate: q,
+            max_batch_size: 5,
+            noise_multiplier: 0.0,
+        },
+    ];
+    for step in steps {
+        let own = delta_at_one(vec![step.clone()])?;
+        assert!(own > 0.0 && own <= q * (1.0 + 1e-12), "{step}: {own}");
+        let floor = own + (1.0 - own) * gaussian;
+        let delta = delta_at_one(vec![step.clone(), DpEvent::gaussian(1.0)])?;
+        assert!(delta >= floor * (1.0 - 1e-9), "{step}: {delta} < {floor}");
+    }
     Ok(())
 }

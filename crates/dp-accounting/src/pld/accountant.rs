@@ -92,7 +92,7 @@ impl PldConfig {
 /// Supported events: `Gaussian`, `Laplace`, `PoissonSampled` of a Gaussian, a
 /// composition of Gaussians (one Gaussian, Mironov, Talwar, Zhang 2019, §3) or a Laplace
 /// (add/remove only), `TruncatedPoissonGaussian` (add/remove only; the mixture of
-/// `pld::truncated`), `EpsilonDelta`, `Exponential` (as ε-DP), and any
+/// `crate::truncated`), `EpsilonDelta`, `Exponential` (as ε-DP), and any
 /// `SelfComposed`/`Composed` of these.
 ///
 /// `ZCdp` is refused, sampled or not, even with ξ = 0: ρ-zCDP does not imply the
@@ -343,7 +343,7 @@ impl PldAccountant {
                     == TruncatedPoissonBound::Conditional
                     && split.truncated_sigma.is_finite()
                     && split.truncated_sigma > 0.0
-                    && split.conditional_rate > 0.0;
+                    && split.truncated_rate > 0.0;
                 let (cut_remove, cut_add) = match conditional {
                     false => {
                         self.leaf_pmfs(&gaussian(split.truncated_sigma, split.truncated_rate))?
@@ -351,7 +351,7 @@ impl PldAccountant {
                     true => {
                         let pair = ReplaceGaussian {
                             sigma: split.truncated_sigma,
-                            sampling_rate: split.conditional_rate,
+                            sampling_rate: split.truncated_rate,
                         };
                         let log_tail = self.config.log_mass_truncation_bound;
                         let pmf = connect_the_dots(&pair, interval, log_tail)?;
@@ -379,10 +379,13 @@ impl PldAccountant {
                     return Ok((LossPmf::identity(interval), LossPmf::identity(interval)));
                 }
                 if degenerate {
+                    // No noise: the drawn record is seen (loss ∞, mass q); otherwise the
+                    // outputs agree (loss 0, mass 1 − q). Both pairs are post-processings
+                    // of this one, and keeping the finite mass matters in a composition.
                     let leak = LossPmf {
                         interval,
                         lower: 0,
-                        probs: vec![0.0],
+                        probs: vec![1.0 - sampling_rate],
                         infinity_mass: sampling_rate,
                     };
                     return Ok((leak.clone(), leak));

@@ -107,6 +107,18 @@ impl SubsampledMechanism {
             Direction::Remove => {
                 // L(x) = ln r(x), increasing; L > ε ⇔ x > x*.
                 let em1 = epsilon.exp_m1();
+                if em1.is_infinite() {
+                    // e^ε overflows (ε > 709): v = ε − ln q + ln(1 − (1−q)e^{−ε}) ≈ ε − ln q,
+                    // and δ ≤ P(L > ε), the pessimistic value when e^ε Q(L > ε) is out
+                    // of range.
+                    let v = epsilon - q.ln();
+                    if v >= hi {
+                        return 0.0;
+                    }
+                    let x = self.x_at_log_ratio(v);
+                    let above = (1.0 - q) * self.survival(x, 0.0) + q * self.survival(x, 1.0);
+                    return above.clamp(0.0, 1.0);
+                }
                 if em1 + q <= 0.0 || self.unsampled_log_ratio(em1) < lo {
                     return -em1; // every x has L > ε: δ = 1 − e^ε
                 }

@@ -39,19 +39,24 @@ impl ReplaceGaussian {
 
     /// The output x* where the loss equals ε. With `t = e^{x/σ²}`, `c = e^{−1/(2σ²)}` and
     /// `R = e^ε`, `P/Q = R` is `R q c t² + (R − 1)(1 − q) t − q c = 0`; its positive root,
-    /// in the form without cancellation for either sign of `R − 1`.
+    /// in the form without cancellation for either sign of `R − 1`, and in logarithms, so
+    /// that neither `c` (small σ) nor `R` (large ε) leaves the range of a double.
     fn x_at_loss(&self, epsilon: f64) -> f64 {
         let (q, s2) = (self.sampling_rate, self.sigma * self.sigma);
-        let c = (-1.0 / (2.0 * s2)).exp();
-        let r = epsilon.exp();
-        let b = epsilon.exp_m1() * (1.0 - q);
-        let root = (b * b + 4.0 * r * q * q * c * c).sqrt();
-        let t = if b > 0.0 {
-            2.0 * q * c / (b + root)
+        let log_c = -1.0 / (2.0 * s2);
+        // b = (R − 1)(1 − q) and the discriminant's root, both scaled by e^{−m}.
+        // |e^ε − 1| = e^{max(ε, 0)}·(1 − e^{−|ε|}).
+        let log_b_abs = epsilon.max(0.0) + (-(-epsilon.abs()).exp()).ln_1p() + (1.0 - q).ln();
+        let log_4rq2c2 = (4.0f64).ln() + epsilon + 2.0 * q.ln() + 2.0 * log_c;
+        let m = log_b_abs.max(log_4rq2c2 / 2.0);
+        let b = epsilon.signum() * (log_b_abs - m).exp();
+        let root = ((2.0 * (log_b_abs - m)).exp() + (log_4rq2c2 - 2.0 * m).exp()).sqrt();
+        let log_t = if b > 0.0 {
+            (2.0 * q).ln() + log_c - m - (b + root).ln()
         } else {
-            (root - b) / (2.0 * r * q * c)
+            m + (root - b).ln() - (2.0 * q).ln() - epsilon - log_c
         };
-        s2 * t.ln()
+        s2 * log_t
     }
 }
 
@@ -61,7 +66,14 @@ impl LossCurve for ReplaceGaussian {
         let q = self.sampling_rate;
         let x = self.x_at_loss(epsilon);
         let below = |shift: f64| (1.0 - q) * self.cdf(x, 0.0) + q * self.cdf(x, shift);
-        (below(-1.0) - epsilon.exp() * below(1.0)).clamp(0.0, 1.0)
+        let r = epsilon.exp();
+        // Where e^ε overflows, P(L > ε) bounds δ from above (pessimistic).
+        let value = if r.is_finite() {
+            below(-1.0) - r * below(1.0)
+        } else {
+            below(-1.0)
+        };
+        value.clamp(0.0, 1.0)
     }
 
     fn loss_bounds(&self, log_tail: f64) -> (f64, f64) {
@@ -98,6 +110,25 @@ mod tests {
                 pair.loss_at(-1.0) > pair.loss_at(0.0) && pair.loss_at(0.0) > pair.loss_at(1.0)
             );
         }
+    }
+
+    /// Small noise and large losses stay in range: x* still inverts the loss where a
+    /// direct evaluation of `c = e^{−1/(2σ²)}` or `e^ε` would underflow or overflow, and
+    /// δ at a loss far beyond the sampled component's reach is about q (the
+    /// distinguishable draw), never 0.
+    #[test]
+    fn small_noise_and_large_losses_stay_in_range() {
+        let pair = ReplaceGaussian {
+            sigma: 0.03,
+            sampling_rate: 0.01,
+        };
+        for eps in [0.5, 50.0, 400.0] {
+            let x = pair.x_at_loss(eps);
+            let got = pair.loss_at(x);
+            assert!((got - eps).abs() < 1e-6 * eps.max(1.0), "ε {eps}: {got}");
+        }
+        let d = pair.delta(1.0);
+        assert!(d > 0.009 && d <= 0.01, "{d}");
     }
 
     /// Without sampling the pair is two Gaussians two apart: δ(ε) of the Gaussian with
