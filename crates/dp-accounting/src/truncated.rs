@@ -36,6 +36,10 @@
 use libm::lgamma;
 use serde::{Deserialize, Serialize};
 
+use crate::accountant::unsupported;
+use crate::error::Result;
+use crate::event::{DpEvent, NeighbouringRelation};
+
 /// Which bound of the truncated branch the PLD accountant composes; both are upper
 /// bounds of the same mechanism.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +53,42 @@ pub enum TruncatedPoissonBound {
     /// at σ/2 and rate q̄; agrees with dp_accounting's
     /// `TruncatedSubsampledGaussianDpEvent`.
     Conditional,
+}
+
+/// A `TruncatedPoissonGaussian`'s noise multiplier σ, rate q and split, for an
+/// `accountant` under `relation`; refused (typed) for any other event or relation.
+pub(crate) fn truncated_parts(
+    event: &DpEvent,
+    relation: NeighbouringRelation,
+    accountant: &'static str,
+) -> Result<(f64, f64, TruncationSplit)> {
+    let DpEvent::TruncatedPoissonGaussian {
+        dataset_size,
+        sampling_rate,
+        max_batch_size,
+        noise_multiplier,
+    } = *event
+    else {
+        return Err(unsupported(
+            accountant,
+            event,
+            "not a truncated Poisson Gaussian",
+        ));
+    };
+    if relation != NeighbouringRelation::AddOrRemoveOne {
+        return Err(unsupported(
+            accountant,
+            event,
+            "truncated Poisson sampling is accounted under add-or-remove-one neighbours",
+        ));
+    }
+    let split = TruncationSplit::new(
+        dataset_size,
+        sampling_rate,
+        max_batch_size,
+        noise_multiplier,
+    );
+    Ok((noise_multiplier, sampling_rate, split))
 }
 
 /// The two branches of a truncated Poisson Gaussian: the weight of the truncated

@@ -16,7 +16,7 @@ use crate::accountant::{
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GAUSSIAN_PLD};
 use crate::ledger::Ledger;
-use crate::truncated::{TruncatedPoissonBound, TruncationSplit};
+use crate::truncated::{truncated_parts, TruncatedPoissonBound, TruncationSplit};
 use crate::validate;
 
 /// Settings of a [`PldAccountant`]; the defaults are dp_accounting's.
@@ -255,7 +255,14 @@ impl PldAccountant {
                 Ok(())
             }
             DpEvent::TruncatedPoissonGaussian { .. } => {
-                out.push((self.truncated_leaf(event)?, count));
+                let (sigma, sampling_rate, split) =
+                    truncated_parts(event, self.config.relation, "pld")?;
+                let leaf = Leaf::Truncated {
+                    sigma,
+                    sampling_rate,
+                    split,
+                };
+                out.push((leaf, count));
                 Ok(())
             }
             DpEvent::ZCdp { .. } => Err(unsupported("pld", event, ZCDP_NOT_GAUSSIAN_PLD)),
@@ -265,40 +272,6 @@ impl PldAccountant {
                 "no privacy loss distribution is implemented for it",
             )),
         }
-    }
-
-    /// The leaf of a `TruncatedPoissonGaussian` (add/remove neighbours only).
-    fn truncated_leaf(&self, event: &DpEvent) -> Result<Leaf> {
-        let DpEvent::TruncatedPoissonGaussian {
-            dataset_size,
-            sampling_rate,
-            max_batch_size,
-            noise_multiplier,
-        } = *event
-        else {
-            return Err(unsupported(
-                "pld",
-                event,
-                "not a truncated Poisson Gaussian",
-            ));
-        };
-        if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-            return Err(unsupported(
-                "pld",
-                event,
-                "truncated Poisson sampling is accounted under add-or-remove-one neighbours",
-            ));
-        }
-        Ok(Leaf::Truncated {
-            sigma: noise_multiplier,
-            sampling_rate,
-            split: TruncationSplit::new(
-                dataset_size,
-                sampling_rate,
-                max_batch_size,
-                noise_multiplier,
-            ),
-        })
     }
 
     /// `(remove, add)` with every pending count composed in (kept for the next question).

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::event::{DpEvent, NeighbouringRelation};
 use crate::ledger::Ledger;
 use crate::logspace::log_add;
-use crate::truncated::TruncationSplit;
+use crate::truncated::{truncated_parts, TruncationSplit};
 
 /// Settings of an [`RdpAccountant`]; plain data with defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -195,7 +195,10 @@ impl RdpAccountant {
                     }
                 }
             }
-            DpEvent::TruncatedPoissonGaussian { .. } => self.truncated_curve(event)?,
+            DpEvent::TruncatedPoissonGaussian { .. } => {
+                let (sigma, q, split) = truncated_parts(event, self.config.relation, name)?;
+                Curve::TruncatedPoissonGaussian { q, sigma, split }
+            }
             DpEvent::SampledWithoutReplacement {
                 source_dataset_size,
                 sample_size,
@@ -217,37 +220,6 @@ impl RdpAccountant {
         };
         out.push((curve, count));
         Ok(())
-    }
-
-    /// The curve of a `TruncatedPoissonGaussian` (add/remove neighbours only).
-    fn truncated_curve(&self, event: &DpEvent) -> Result<Curve> {
-        let name = self.display_name();
-        let DpEvent::TruncatedPoissonGaussian {
-            dataset_size,
-            sampling_rate,
-            max_batch_size,
-            noise_multiplier,
-        } = *event
-        else {
-            return Err(unsupported(name, event, "not a truncated Poisson Gaussian"));
-        };
-        if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-            return Err(unsupported(
-                name,
-                event,
-                "truncated Poisson sampling is accounted under add-or-remove-one neighbours",
-            ));
-        }
-        Ok(Curve::TruncatedPoissonGaussian {
-            q: sampling_rate,
-            sigma: noise_multiplier,
-            split: TruncationSplit::new(
-                dataset_size,
-                sampling_rate,
-                max_batch_size,
-                noise_multiplier,
-            ),
-        })
     }
 
     /// Adds `count` × the curve at every order (and the δ of `EpsilonDelta` events).
