@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod band_mf;
 mod error;
 mod exponential;
 mod gaussian;
