@@ -2,6 +2,7 @@
 //! empirical privacy audits, reproducibility and input validation.
 
 mod audit;
+mod band_mf;
 mod events;
 mod reproducibility;
 mod selection;
