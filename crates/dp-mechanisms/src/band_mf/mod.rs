@@ -24,10 +24,17 @@ pub fn amplified_event(
     steps: u64,
     bands: u64,
     sampling_rate: f64,
-) -> DpEvent {
-    DpEvent::dp_sgd(
+) -> crate::Result<DpEvent> {
+    if bands == 0 {
+        return Err(crate::Error::InvalidParameter {
+            name: "bands",
+            value: 0.0,
+            reason: "must be >= 1",
+        });
+    }
+    Ok(DpEvent::dp_sgd(
         sampling_rate,
         noise_multiplier,
-        steps.div_ceil(bands.max(1)),
-    )
+        steps.div_ceil(bands),
+    ))
 }

@@ -175,20 +175,21 @@ impl BandedToeplitz {
         let s = min_sep.max(1);
         let k = max_participations.min(n.div_ceil(s));
         let b = self.coefs.len();
-        let coefs: Vec<f64> = if s >= b {
-            self.coefs.clone()
-        } else {
-            // Reverse running maximum of |c|: non-negative, non-increasing, ≥ |c|.
-            let mut m = self.coefs.iter().map(|c| c.abs()).collect::<Vec<_>>();
-            for j in (0..b.saturating_sub(1)).rev() {
-                m[j] = m[j].max(m[j + 1]);
-            }
-            m
-        };
         if s >= b {
             return (0..k)
-                .map(|m| coefs.iter().take(n - m * s).map(|c| c * c).sum::<f64>())
+                .map(|m| {
+                    self.coefs
+                        .iter()
+                        .take(n - m * s)
+                        .map(|c| c * c)
+                        .sum::<f64>()
+                })
                 .sum();
+        }
+        // Reverse running maximum of |c|: non-negative, non-increasing, ≥ |c|.
+        let mut coefs: Vec<f64> = self.coefs.iter().map(|c| c.abs()).collect();
+        for j in (0..b - 1).rev() {
+            coefs[j] = coefs[j].max(coefs[j + 1]);
         }
         let mut column_sum = vec![0.0; n];
         for m in 0..k {

@@ -123,15 +123,16 @@ fn the_stream_is_c_inverse_of_its_draws() {
 fn the_amplified_event_counts_rounds() {
     use dp_accounting::DpEvent;
     assert_eq!(
-        amplified_event(1.1, 100, 1, 0.01),
+        amplified_event(1.1, 100, 1, 0.01).expect("event"),
         DpEvent::dp_sgd(0.01, 1.1, 100)
     );
     assert_eq!(
-        amplified_event(1.1, 100, 8, 0.08),
+        amplified_event(1.1, 100, 8, 0.08).expect("event"),
         DpEvent::dp_sgd(0.08, 1.1, 13)
     );
     assert_eq!(
-        amplified_event(1.1, 96, 8, 0.08),
+        amplified_event(1.1, 96, 8, 0.08).expect("event"),
         DpEvent::dp_sgd(0.08, 1.1, 12)
     );
+    assert!(amplified_event(1.1, 96, 0, 0.08).is_err());
 }
