@@ -108,7 +108,7 @@ fn noise_lands_only_on_selected_coordinates() -> dp_optim::Result<()> {
         }
         let joint = SamplingScheme::Poisson { sampling_rate: Q }.amplify(DpEvent::Composed {
             events: vec![DpEvent::gaussian(SIGMA), selector.event()],
-        });
+        })?;
         assert_eq!(e.epsilon()?, Some(epsilon(&joint, 5)?), "{selection:?}");
     }
     Ok(())

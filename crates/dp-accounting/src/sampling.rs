@@ -50,6 +50,35 @@ pub enum SamplingScheme {
         /// m, the records in each batch.
         batch_size: u64,
     },
+    /// The records cut into `groups` fixed groups (record i in group i mod `groups`),
+    /// and step t Poisson-samples group t mod `groups` at rate q. Add/remove-one
+    /// neighbours; a record lies in one group, so each cycle of `groups` steps reads it in
+    /// one step only and is charged once, at its first step, as `PoissonSampled(q,
+    /// inner)`: parallel composition over the groups for independent noise, and the
+    /// amplified banded matrix factorization for noise correlated by a strategy of at
+    /// most `groups` bands (Choquette-Choo et al., NeurIPS 2023, arXiv 2306.08153,
+    /// Thm 4; `dp_mechanisms::band_mf`).
+    CyclicPoisson {
+        /// b, the number of groups (and the steps of one cycle).
+        groups: u64,
+        /// q, each record's inclusion probability in the steps of its group.
+        sampling_rate: f64,
+    },
+    /// Poisson sampling at rate q with each batch cut to at most `max_batch_size`
+    /// records (a uniformly random subset kept when more are drawn). Add/remove-one
+    /// neighbours; a step of the Gaussian mechanism is
+    /// [`DpEvent::TruncatedPoissonGaussian`] (arXiv 2508.15089; the bound derived in
+    /// `truncated.rs`) on `dataset_size + 1` records, the dataset with a record added
+    /// (the event's bound is stated for the larger neighbour). Only the Gaussian has
+    /// this analysis: any other inner event is refused.
+    TruncatedPoisson {
+        /// n, the number of records the run samples from.
+        dataset_size: u64,
+        /// q, each record's inclusion probability before the cut.
+        sampling_rate: f64,
+        /// B, the most records a batch keeps.
+        max_batch_size: u64,
+    },
 }
 
 impl NeighbouringRelation {
@@ -77,6 +106,8 @@ impl SamplingScheme {
         };
         match *self {
             SamplingScheme::Poisson { sampling_rate }
+            | SamplingScheme::CyclicPoisson { sampling_rate, .. }
+            | SamplingScheme::TruncatedPoisson { sampling_rate, .. }
                 if !(sampling_rate > 0.0 && sampling_rate <= 1.0) =>
             {
                 Err(Error::InvalidParameter {
@@ -102,6 +133,13 @@ impl SamplingScheme {
             SamplingScheme::Shuffle { batch_size: 0, .. } => {
                 invalid("batch_size", 0, "must be >= 1")
             }
+            SamplingScheme::CyclicPoisson { groups: 0, .. } => invalid("groups", 0, "must be >= 1"),
+            SamplingScheme::TruncatedPoisson {
+                dataset_size: 0, ..
+            } => invalid("dataset_size", 0, "must be >= 1"),
+            SamplingScheme::TruncatedPoisson {
+                max_batch_size: 0, ..
+            } => invalid("max_batch_size", 0, "must be >= 1"),
             _ => Ok(()),
         }
     }
@@ -109,7 +147,9 @@ impl SamplingScheme {
     /// The neighbouring relation the scheme's analysis assumes.
     pub fn relation(&self) -> NeighbouringRelation {
         match self {
-            SamplingScheme::Poisson { .. } => NeighbouringRelation::AddOrRemoveOne,
+            SamplingScheme::Poisson { .. }
+            | SamplingScheme::CyclicPoisson { .. }
+            | SamplingScheme::TruncatedPoisson { .. } => NeighbouringRelation::AddOrRemoveOne,
             SamplingScheme::FixedSize { .. } | SamplingScheme::Shuffle { .. } => {
                 NeighbouringRelation::ReplaceOne
             }
@@ -117,56 +157,101 @@ impl SamplingScheme {
     }
 
     /// The event of one charge: `inner` (the mechanism's event at the relation's
-    /// sensitivity) run on one sampled batch, or, for shuffling, on one whole epoch.
-    pub fn amplify(&self, inner: DpEvent) -> DpEvent {
+    /// sensitivity) run on one sampled batch, on one shuffled epoch, or on one cycle of
+    /// the groups. Refused ([`Error::Unsupported`]) where the scheme has no analysis for
+    /// `inner`: truncated Poisson sampling takes the Gaussian mechanism only.
+    pub fn amplify(&self, inner: DpEvent) -> Result<DpEvent> {
+        match (self, &inner) {
+            (SamplingScheme::TruncatedPoisson { .. }, &DpEvent::Gaussian { noise_multiplier }) => {
+                Ok(self.gaussian_step(noise_multiplier))
+            }
+            (SamplingScheme::TruncatedPoisson { .. }, _) => Err(Error::Unsupported {
+                accountant: "truncated Poisson sampling",
+                event: inner.to_string(),
+                reason: "only the Gaussian mechanism is analysed on a truncated Poisson sample"
+                    .into(),
+            }),
+            _ => Ok(self.wrap(inner)),
+        }
+    }
+
+    /// The event of one charge of the Gaussian mechanism on a clipped sum, with noise
+    /// `noise_multiplier` times the clipping bound (every scheme has this analysis).
+    pub fn gaussian_step(&self, noise_multiplier: f64) -> DpEvent {
         match *self {
-            SamplingScheme::Poisson { sampling_rate } => {
+            SamplingScheme::TruncatedPoisson {
+                dataset_size,
+                sampling_rate,
+                max_batch_size,
+            } => DpEvent::TruncatedPoissonGaussian {
+                dataset_size: dataset_size.saturating_add(1),
+                sampling_rate,
+                max_batch_size,
+                noise_multiplier,
+            },
+            _ => self.wrap(self.gaussian_on_sum(noise_multiplier)),
+        }
+    }
+
+    /// `inner` under the schemes whose amplification takes any event (all but truncated
+    /// Poisson sampling, which [`amplify`](Self::amplify) handles before this).
+    fn wrap(&self, inner: DpEvent) -> DpEvent {
+        match *self {
+            SamplingScheme::Poisson { sampling_rate }
+            | SamplingScheme::CyclicPoisson { sampling_rate, .. } => {
                 DpEvent::poisson_sampled(sampling_rate, inner)
             }
             SamplingScheme::FixedSize {
                 dataset_size,
                 batch_size,
             } => DpEvent::sampled_without_replacement(dataset_size, batch_size, inner),
-            SamplingScheme::Shuffle { .. } => inner,
+            SamplingScheme::Shuffle { .. } | SamplingScheme::TruncatedPoisson { .. } => inner,
         }
     }
 
-    /// The steps of one epoch of a shuffled run, ⌈n/m⌉ (`None` for the other schemes,
-    /// whose charges do not depend on epochs).
-    pub fn shuffled_epoch_steps(&self) -> Option<u64> {
+    /// The steps one charge covers: an epoch ⌈n/m⌉ of a shuffled run, a cycle of the
+    /// groups of a cyclic one (`None` for the other schemes, which charge every step).
+    pub fn charge_period(&self) -> Option<u64> {
         match *self {
             SamplingScheme::Shuffle {
                 dataset_size,
                 batch_size,
             } => Some(dataset_size.div_ceil(batch_size.max(1))),
+            SamplingScheme::CyclicPoisson { groups, .. } => Some(groups.max(1)),
             _ => None,
         }
     }
 
-    /// The event charged at step `step` (0-based), if that step costs privacy: every step
-    /// for Poisson and fixed-size batches, the first step of each epoch for shuffling.
-    pub fn event_at_step(&self, inner: DpEvent, step: u64) -> Option<DpEvent> {
-        match self.shuffled_epoch_steps() {
-            Some(epoch) if !step.is_multiple_of(epoch) => None,
-            _ => Some(self.amplify(inner)),
+    /// The event charged at step `step` (0-based), if that step costs privacy: the first
+    /// step of each period ([`charge_period`](Self::charge_period)), every step otherwise.
+    pub fn event_at_step(&self, inner: DpEvent, step: u64) -> Result<Option<DpEvent>> {
+        match self.charge_period() {
+            Some(period) if !step.is_multiple_of(period) => Ok(None),
+            _ => self.amplify(inner).map(Some),
+        }
+    }
+
+    /// The charges the first `steps` steps of a run make.
+    pub fn charges(&self, steps: u64) -> u64 {
+        match self.charge_period() {
+            Some(period) => steps.div_ceil(period),
+            None => steps,
         }
     }
 
     /// The event of the first `steps` steps of a run.
-    pub fn run_event(&self, inner: DpEvent, steps: u64) -> DpEvent {
-        let charged = match self.shuffled_epoch_steps() {
-            Some(epoch) => steps.div_ceil(epoch),
-            None => steps,
-        };
-        DpEvent::self_composed(self.amplify(inner), charged)
+    pub fn run_event(&self, inner: DpEvent, steps: u64) -> Result<DpEvent> {
+        Ok(DpEvent::self_composed(
+            self.amplify(inner)?,
+            self.charges(steps),
+        ))
     }
 
     /// The event of `steps` steps of the Gaussian mechanism on a clipped sum, where
     /// `noise_multiplier` is the noise standard deviation divided by the clipping bound
-    /// C: the mechanism's event at the relation's sensitivity is
-    /// `Gaussian(σ · C / sum_sensitivity(C))` (σ/2 under replace-one), amplified.
+    /// C ([`gaussian_step`](Self::gaussian_step) once per charge).
     pub fn gaussian_run_event(&self, noise_multiplier: f64, steps: u64) -> DpEvent {
-        self.run_event(self.gaussian_on_sum(noise_multiplier), steps)
+        DpEvent::self_composed(self.gaussian_step(noise_multiplier), self.charges(steps))
     }
 
     /// The Gaussian mechanism's event on a clipped sum under this scheme's relation, for

@@ -55,11 +55,12 @@ pub enum Error {
         /// The budget's δ.
         delta: f64,
     },
-    /// A setting that a shuffled epoch's charge fixed was to change inside the epoch.
+    /// A setting that a charge covering several steps (a shuffled epoch, a cycle of a
+    /// cyclic sampler's groups) fixed was to change inside them.
     #[error(
-        "{field} of a shuffled run can only change at an epoch boundary: step {step} is inside \
-         the epoch charged at step {epoch_start} with {field} {charged}, not {requested} \
-         (next boundary: step {next_boundary})"
+        "{field} can only change where a charge begins (a shuffled epoch, a cycle of the \
+         groups): step {step} is inside the steps charged at step {epoch_start} with {field} \
+         {charged}, not {requested} (next boundary: step {next_boundary})"
     )]
     EpochBoundary {
         /// The setting, as the API spells it.

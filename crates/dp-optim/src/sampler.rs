@@ -44,6 +44,28 @@ pub enum Sampler {
         /// m ≥ 1: the records in each batch (the epoch's last may be smaller).
         batch_size: usize,
     },
+    /// The records cut into `groups` fixed groups (record i in group i mod `groups`);
+    /// step t draws each record of group t mod `groups` independently with probability
+    /// q. A cycle of `groups` steps reads each record in one step, and is charged once,
+    /// at its first step, as `PoissonSampled(q, Gaussian(σ))` (parallel composition over
+    /// the groups) — the participation that amplified BandMF needs for noise correlated
+    /// over at most `groups` bands (`SamplingScheme::CyclicPoisson`).
+    CyclicPoisson {
+        /// b ≥ 1: the number of groups, and of steps in a cycle.
+        groups: usize,
+        /// q ∈ (0, 1]: each record's inclusion probability in its group's steps.
+        sampling_rate: f64,
+    },
+    /// Poisson sampling at rate q with each batch cut to at most `max_batch_size`
+    /// records (a uniformly random subset of the draw kept): bounded memory per step.
+    /// Accounted as `TruncatedPoissonGaussian` under add/remove neighbours
+    /// (`SamplingScheme::TruncatedPoisson`).
+    TruncatedPoisson {
+        /// q ∈ (0, 1]: each record's inclusion probability before the cut.
+        sampling_rate: f64,
+        /// B ≥ 1: the most records a batch keeps.
+        max_batch_size: usize,
+    },
 }
 
 impl Sampler {
@@ -71,13 +93,22 @@ impl Sampler {
         }
     }
 
-    /// The expected batch size, which the noisy sum is divided by.
+    /// The expected batch size, which the noisy sum is divided by (a cyclic sampler's
+    /// over a cycle, qn/b; a truncated one's before the cut, capped: min(qn, B)).
     pub fn expected_batch_size(&self, n: usize) -> f64 {
         match *self {
             Sampler::Poisson { sampling_rate } => sampling_rate * n as f64,
             Sampler::FixedSize { batch_size } | Sampler::Shuffle { batch_size } => {
                 batch_size as f64
             }
+            Sampler::CyclicPoisson {
+                groups,
+                sampling_rate,
+            } => sampling_rate * n as f64 / groups.max(1) as f64,
+            Sampler::TruncatedPoisson {
+                sampling_rate,
+                max_batch_size,
+            } => (sampling_rate * n as f64).min(max_batch_size as f64),
         }
     }
 
@@ -103,65 +134,128 @@ impl Sampler {
                 dataset_size: n as u64,
                 batch_size: batch_size as u64,
             },
+            Sampler::CyclicPoisson {
+                groups,
+                sampling_rate,
+            } => SamplingScheme::CyclicPoisson {
+                groups: groups as u64,
+                sampling_rate,
+            },
+            Sampler::TruncatedPoisson {
+                sampling_rate,
+                max_batch_size,
+            } => SamplingScheme::TruncatedPoisson {
+                dataset_size: n as u64,
+                sampling_rate,
+                max_batch_size: max_batch_size as u64,
+            },
         }
     }
 
-    /// Draws one batch of indices into `out` (cleared first). `shuffle` carries the
-    /// current epoch's permutation and position for [`Sampler::Shuffle`].
+    /// Draws the batch of step `step` (0-based) into `out` (cleared first). `shuffle`
+    /// carries the current epoch's permutation and position for [`Sampler::Shuffle`].
     pub fn draw(
         &self,
         n: usize,
+        step: u64,
         noise: &mut NoiseSource,
         shuffle: &mut ShuffleState,
         out: &mut Vec<usize>,
     ) {
         out.clear();
         match *self {
-            Sampler::Shuffle { batch_size } => {
-                if shuffle.order.len() != n || shuffle.position >= n {
-                    // A new epoch: Fisher–Yates with the secure noise source.
-                    shuffle.order = (0..n).collect();
-                    for i in (1..n).rev() {
-                        let j = ((noise.uniform() * (i + 1) as f64) as usize).min(i);
-                        shuffle.order.swap(i, j);
-                    }
-                    shuffle.position = 0;
-                }
-                let end = (shuffle.position + batch_size).min(n);
-                out.extend_from_slice(&shuffle.order[shuffle.position..end]);
-                shuffle.position = end;
-            }
-            Sampler::Poisson { sampling_rate } if sampling_rate >= 1.0 => out.extend(0..n),
+            Sampler::Shuffle { batch_size } => draw_shuffled(n, batch_size, noise, shuffle, out),
             Sampler::Poisson { sampling_rate } => {
-                // Geometric skips: the gap to the next included record is Geometric(q).
-                let log_keep = (-sampling_rate).ln_1p();
-                let mut i = 0usize;
-                loop {
-                    let u = 1.0 - noise.uniform(); // (0, 1]
-                    let gap = (u.ln() / log_keep).floor();
-                    if !gap.is_finite() || gap >= (n - i) as f64 {
-                        break;
-                    }
-                    i += gap as usize;
-                    out.push(i);
-                    i += 1;
-                    if i >= n {
-                        break;
-                    }
-                }
+                draw_poisson(n, sampling_rate, noise, |i| out.push(i))
             }
-            Sampler::FixedSize { batch_size } => {
-                // Floyd's algorithm: a uniform subset of exactly m indices.
-                let mut chosen = std::collections::BTreeSet::new();
-                for j in n - batch_size..n {
-                    let t = (noise.uniform() * (j + 1) as f64) as usize;
-                    let t = t.min(j);
-                    if !chosen.insert(t) {
-                        chosen.insert(j);
-                    }
-                }
-                out.extend(chosen);
+            Sampler::FixedSize { batch_size } => draw_fixed(n, batch_size, noise, out),
+            Sampler::CyclicPoisson {
+                groups,
+                sampling_rate,
+            } => {
+                let b = groups.max(1);
+                let group = (step % b as u64) as usize;
+                // Group k holds k, k + b, k + 2b, …: ⌈(n − k)/b⌉ records.
+                let size = n.saturating_sub(group).div_ceil(b);
+                draw_poisson(size, sampling_rate, noise, |j| out.push(group + j * b));
+            }
+            Sampler::TruncatedPoisson {
+                sampling_rate,
+                max_batch_size,
+            } => {
+                draw_poisson(n, sampling_rate, noise, |i| out.push(i));
+                keep_uniform_subset(out, max_batch_size, noise);
             }
         }
     }
+}
+
+/// Each of `0..n` independently with probability q, in increasing order: the gap to the
+/// next included index is Geometric(q), drawn by inversion.
+fn draw_poisson(n: usize, q: f64, noise: &mut NoiseSource, mut push: impl FnMut(usize)) {
+    if q >= 1.0 {
+        (0..n).for_each(push);
+        return;
+    }
+    let log_keep = (-q).ln_1p();
+    let mut i = 0usize;
+    while i < n {
+        let u = 1.0 - noise.uniform(); // (0, 1]
+        let gap = (u.ln() / log_keep).floor();
+        if !gap.is_finite() || gap >= (n - i) as f64 {
+            break;
+        }
+        i += gap as usize;
+        push(i);
+        i += 1;
+    }
+}
+
+/// The next batch of the current epoch's permutation, starting a new epoch (Fisher–Yates
+/// with the secure noise source) when the last one is used up.
+fn draw_shuffled(
+    n: usize,
+    batch_size: usize,
+    noise: &mut NoiseSource,
+    shuffle: &mut ShuffleState,
+    out: &mut Vec<usize>,
+) {
+    if shuffle.order.len() != n || shuffle.position >= n {
+        shuffle.order = (0..n).collect();
+        for i in (1..n).rev() {
+            let j = ((noise.uniform() * (i + 1) as f64) as usize).min(i);
+            shuffle.order.swap(i, j);
+        }
+        shuffle.position = 0;
+    }
+    let end = (shuffle.position + batch_size).min(n);
+    out.extend_from_slice(&shuffle.order[shuffle.position..end]);
+    shuffle.position = end;
+}
+
+/// Floyd's algorithm: a uniform subset of exactly `m` of `0..n`, in increasing order.
+fn draw_fixed(n: usize, m: usize, noise: &mut NoiseSource, out: &mut Vec<usize>) {
+    let mut chosen = std::collections::BTreeSet::new();
+    for j in n - m..n {
+        let t = ((noise.uniform() * (j + 1) as f64) as usize).min(j);
+        if !chosen.insert(t) {
+            chosen.insert(j);
+        }
+    }
+    out.extend(chosen);
+}
+
+/// Cuts `drawn` to a uniformly random `cap` of its entries (a partial Fisher–Yates),
+/// kept in increasing order; unchanged when it holds at most `cap`.
+fn keep_uniform_subset(drawn: &mut Vec<usize>, cap: usize, noise: &mut NoiseSource) {
+    if drawn.len() <= cap {
+        return;
+    }
+    for i in 0..cap {
+        let rest = drawn.len() - i;
+        let j = i + ((noise.uniform() * rest as f64) as usize).min(rest - 1);
+        drawn.swap(i, j);
+    }
+    drawn.truncate(cap);
+    drawn.sort_unstable();
 }

@@ -242,7 +242,7 @@ fn the_ledger_records_the_noise_actually_added() -> dp_optim::Result<()> {
                 NoisePlacement::ClippedSum => 3.0,
                 NoisePlacement::ParameterUpdate => 3.0 * 20.0 / training.schedule.at(t),
             };
-            expected.compose(&scheme.amplify(scheme.gaussian_on_sum(multiplier)), 1)?;
+            expected.compose(&scheme.gaussian_step(multiplier), 1)?;
         }
         let (ours, theirs) = (engine.epsilon()?.expect("private"), expected.epsilon(1e-5)?);
         assert!(

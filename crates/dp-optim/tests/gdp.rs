@@ -36,7 +36,7 @@ fn figure_4_accounting_through_the_noisy_sgd_config() -> dp_optim::Result<()> {
         let mut accountant = privacy
             .accountant
             .build(scheme.relation(), &privacy.orders)?;
-        accountant.compose(&scheme.amplify(scheme.gaussian_on_sum(sigma)), steps)?;
+        accountant.compose(&scheme.gaussian_step(sigma), steps)?;
         let engine_ma = accountant.epsilon(1e-5)?;
         let t = epochs as f64 * 60_000.0 / 256.0;
         let (ma, _) = moments_accountant_epsilon(training.sampling_rate, sigma, t, 1e-5);

@@ -14,6 +14,7 @@ mod dpd;
 mod frozen;
 mod gdp;
 mod guarantee;
+mod samplers;
 mod shuffle;
 mod tamper;
 mod trainer;
@@ -92,7 +93,7 @@ fn samplers_draw_the_right_batches() {
     let mut sizes = Vec::new();
     let mut hits = vec![0u32; n];
     for _ in 0..2000 {
-        poisson.draw(n, &mut noise, &mut Default::default(), &mut batch);
+        poisson.draw(n, 0, &mut noise, &mut Default::default(), &mut batch);
         assert!(batch.windows(2).all(|w| w[0] < w[1]) && batch.iter().all(|&i| i < n));
         batch.iter().for_each(|&i| hits[i] += 1);
         sizes.push(batch.len() as f64);
@@ -111,7 +112,7 @@ fn samplers_draw_the_right_batches() {
     let fixed = Sampler::FixedSize { batch_size: 64 };
     let mut counts = vec![0u32; 200];
     for _ in 0..5000 {
-        fixed.draw(200, &mut noise, &mut Default::default(), &mut batch);
+        fixed.draw(200, 0, &mut noise, &mut Default::default(), &mut batch);
         assert_eq!(batch.len(), 64);
         batch.iter().for_each(|&i| counts[i] += 1);
     }
@@ -464,7 +465,7 @@ fn clipping_rules_run_through_the_engine() -> dp_optim::Result<()> {
 #[test]
 fn replace_one_events_use_twice_the_sensitivity() {
     let fixed = Sampler::FixedSize { batch_size: 10 }.scheme(100);
-    let event = fixed.amplify(fixed.gaussian_on_sum(3.0));
+    let event = fixed.gaussian_step(3.0);
     assert_eq!(
         event,
         dp_accounting::DpEvent::sampled_without_replacement(
@@ -474,7 +475,7 @@ fn replace_one_events_use_twice_the_sensitivity() {
         )
     );
     let poisson = Sampler::Poisson { sampling_rate: 0.1 }.scheme(100);
-    let poisson = poisson.amplify(poisson.gaussian_on_sum(3.0));
+    let poisson = poisson.gaussian_step(3.0);
     assert_eq!(
         poisson,
         dp_accounting::DpEvent::poisson_sampled(0.1, dp_accounting::DpEvent::gaussian(3.0))
@@ -492,7 +493,7 @@ fn shuffled_epochs_cover_every_record_and_are_charged_per_epoch() -> dp_optim::R
     for _ in 0..2 {
         let mut seen = vec![0u32; 100];
         for _ in 0..shuffle.steps_per_epoch(100) {
-            shuffle.draw(100, &mut noise, &mut state, &mut batch);
+            shuffle.draw(100, 0, &mut noise, &mut state, &mut batch);
             batch.iter().for_each(|&i| seen[i] += 1);
         }
         assert!(seen.iter().all(|&c| c == 1), "{seen:?}");

@@ -162,7 +162,7 @@ impl WideMethod {
             Some(selector) => DpEvent::Composed {
                 events: vec![gaussian, selector.event()],
             },
-        })))
+        })?))
     }
 
     /// σ (NaN without privacy).

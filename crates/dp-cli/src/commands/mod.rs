@@ -35,8 +35,6 @@ pub struct Run {
     /// `None` when the steps are to be solved for.
     pub steps: Option<u64>,
     pub scheme: SamplingScheme,
-    /// Under truncated Poisson sampling: the larger neighbour's size (N + 1) and the cap.
-    pub truncation: Option<(u64, u64)>,
     pub orders: OrderGrid,
     pub accountants: Vec<AccountantKind>,
     pub json: bool,
@@ -50,30 +48,22 @@ impl Run {
     /// The event of `steps` steps at noise multiplier σ (noise std / clipping norm); the
     /// sampling scheme decides the event, including σ/2 under replace-one neighbours.
     pub fn event(&self, sigma: f64, steps: u64) -> DpEvent {
-        match self.truncation {
-            Some((dataset_size, max_batch_size)) => DpEvent::self_composed(
-                DpEvent::TruncatedPoissonGaussian {
-                    dataset_size,
-                    sampling_rate: self.sampling_rate,
-                    max_batch_size,
-                    noise_multiplier: sigma,
-                },
-                steps,
-            ),
-            None => self.scheme.gaussian_run_event(sigma, steps),
-        }
+        self.scheme.gaussian_run_event(sigma, steps)
     }
 
     pub fn describe(&self) -> String {
         let q = number(self.sampling_rate);
-        if let Some((dataset_size, cap)) = self.truncation {
-            let p = truncation_probability(dataset_size, self.sampling_rate, cap);
-            return format!(
-                "Poisson sampling q = {q} cut to {cap} records (a record's batch is cut with probability {}), add-or-remove-one neighbours",
-                number(p)
-            );
-        }
         match self.scheme {
+            SamplingScheme::TruncatedPoisson { dataset_size, max_batch_size: cap, .. } => {
+                let p = truncation_probability(dataset_size + 1, self.sampling_rate, cap);
+                format!(
+                    "Poisson sampling q = {q} cut to {cap} records (a record's batch is cut with probability {}), add-or-remove-one neighbours",
+                    number(p)
+                )
+            }
+            SamplingScheme::CyclicPoisson { groups, .. } => format!(
+                "the records in {groups} groups, step t Poisson-sampling group t mod {groups} at q = {q}, add-or-remove-one neighbours, each cycle of {groups} steps charged once"
+            ),
             SamplingScheme::Poisson { .. } => {
                 format!("Poisson sampling q = {q}, add-or-remove-one neighbours")
             }
@@ -160,22 +150,23 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
         (None, None) if steps_required => bail!("missing the run length: give --steps or --epochs"),
         (None, None) => None,
     };
-    let scheme = match (args.sampling, sizes) {
-        (SamplingChoice::Poisson, _) => SamplingScheme::Poisson { sampling_rate },
-        (SamplingChoice::WithoutReplacement, Some((dataset_size, batch_size))) => {
+    let scheme = match (args.sampling, sizes, args.max_batch_size) {
+        (SamplingChoice::Poisson, _, None) => SamplingScheme::Poisson { sampling_rate },
+        (SamplingChoice::WithoutReplacement, Some((dataset_size, batch_size)), None) => {
             SamplingScheme::FixedSize {
                 dataset_size,
                 batch_size,
             }
         }
-        (SamplingChoice::WithoutReplacement, None) => {
+        (SamplingChoice::WithoutReplacement, None, None) => {
             bail!("--sampling without-replacement needs --dataset-size and --batch-size")
         }
-        (SamplingChoice::TruncatedPoisson, _) => SamplingScheme::Poisson { sampling_rate },
-    };
-    let truncation = match (args.sampling, sizes, args.max_batch_size) {
-        (SamplingChoice::TruncatedPoisson, Some((n, _)), Some(cap)) if cap > 0 => {
-            Some((n.saturating_add(1), cap))
+        (SamplingChoice::TruncatedPoisson, Some((dataset_size, _)), Some(cap)) if cap > 0 => {
+            SamplingScheme::TruncatedPoisson {
+                dataset_size,
+                sampling_rate,
+                max_batch_size: cap,
+            }
         }
         (SamplingChoice::TruncatedPoisson, Some(_), Some(cap)) => {
             bail!("--max-batch-size ({cap}) must be >= 1")
@@ -184,7 +175,6 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
             "--sampling truncated-poisson needs --dataset-size, --batch-size and --max-batch-size"
         ),
         (_, _, Some(_)) => bail!("--max-batch-size needs --sampling truncated-poisson"),
-        _ => None,
     };
     let orders = match args.orders {
         OrdersChoice::Opacus => OrderGrid::Opacus,
@@ -203,7 +193,6 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
         sampling_rate,
         steps,
         scheme,
-        truncation,
         orders,
         accountants,
         json: args.json,

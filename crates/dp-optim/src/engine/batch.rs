@@ -101,6 +101,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let sampler = self.config.sampler;
         sampler.draw(
             self.dataset_size,
+            self.steps,
             &mut self.noise,
             &mut shuffle,
             &mut indices,
@@ -121,6 +122,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let mut shuffle = ShuffleState::default();
         sampler.draw(
             self.dataset_size,
+            self.steps,
             &mut self.noise,
             &mut shuffle,
             &mut indices,

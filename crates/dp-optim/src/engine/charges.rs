@@ -47,7 +47,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         // The accountant must accept the sampler's event: a mismatch is an error. The
         // event is that of the mechanism every step releases through.
         let event = step_mechanism(p, &scheme)?.event();
-        let step = scheme.amplify(event.clone());
+        let step = scheme.amplify(event)?;
         accountant.supports(&step)?;
         let Some(target) = p.target_epsilon else {
             let open = BudgetFilter::new(accountant, Budget::unbounded(p.delta)?);
@@ -67,7 +67,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             });
         }
         let make = || p.accountant.build(relation, &p.orders);
-        let run = |t| scheme.run_event(event.clone(), t);
+        let run = |t| DpEvent::self_composed(step.clone(), scheme.charges(t));
         let planned = calibrate_steps(make, run, target, p.delta)?.value;
         let budget = Budget::new(target, p.delta)?;
         Ok((Some(BudgetFilter::new(accountant, budget)), Some(planned)))

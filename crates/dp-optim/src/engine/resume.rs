@@ -132,7 +132,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// epoch was charged at.
     fn check_resumed_epoch(&self, checkpoint: &Checkpoint) -> Result<()> {
         let (Some((start, next)), Some(p)) = (
-            self.shuffled_epoch(checkpoint.steps),
+            self.charge_period(checkpoint.steps),
             self.config.privacy.as_ref(),
         ) else {
             return Ok(());
@@ -170,10 +170,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             return Ok(());
         };
         let scheme = self.config.sampler.scheme(self.dataset_size);
-        let owed = match scheme.shuffled_epoch_steps() {
-            Some(epoch) => checkpoint.steps.div_ceil(epoch),
-            None => checkpoint.steps,
-        };
+        let owed = scheme.charges(checkpoint.steps);
         let paid = ledger
             .entries
             .iter()

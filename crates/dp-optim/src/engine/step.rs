@@ -32,7 +32,7 @@ use super::distributed::NoiseBy;
 use super::{PrivacyEngine, StepReport};
 use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
-use crate::sampler::{Sampler, ShuffleState};
+use crate::sampler::ShuffleState;
 
 /// Ids of step charges, unique in the process (a batch or sum of one engine's step cannot
 /// pass for another's).
@@ -147,20 +147,22 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// [`begin_step`](Self::begin_step) for a step that runs a second mechanism (of event
     /// `also`) on the same batch, e.g. a private coordinate selection: the reserved event
     /// is the sampler's amplification of the two composed, accounted jointly since both
-    /// read the one sampled batch. Refused under shuffling (whose epoch charge covers the
-    /// Gaussian only) and for non-private runs.
+    /// read the one sampled batch. Refused under shuffled and cyclic sampling (whose
+    /// charges cover the Gaussian only) and for non-private runs.
     pub fn begin_step_with(&mut self, data: &M::Data, also: DpEvent) -> Result<StepCharge> {
         if self.config.privacy.is_none() {
             return Err(Error::NotPrivate {
                 operation: "begin_step_with",
             });
         }
-        if matches!(self.config.sampler, Sampler::Shuffle { .. }) {
+        let scheme = self.config.sampler.scheme(self.dataset_size);
+        if scheme.charge_period().is_some() {
             return Err(Error::InvalidSetting {
                 name: "sampler",
-                value: "shuffle".into(),
-                reason: "cannot take a joint step: a shuffled epoch's charge covers the \
-                         Gaussian only (use Poisson or fixed-size sampling)"
+                value: format!("{:?}", self.config.sampler),
+                reason: "cannot take a joint step: a charge covering several steps (a \
+                         shuffled epoch, a cycle of groups) covers the Gaussian only (use \
+                         Poisson or fixed-size sampling)"
                     .into(),
             });
         }
@@ -189,7 +191,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 events: vec![mechanism.event(), other.clone()],
             },
         };
-        let event = scheme.event_at_step(inner, self.steps);
+        let event = scheme.event_at_step(inner, self.steps)?;
         if event.is_none() {
             self.check_epoch_charge(p.noise_multiplier)?;
         }
@@ -476,7 +478,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         mechanism: &GaussianMechanism,
         batch: &ExtraBatch,
     ) -> Result<f64> {
-        self.charge(&batch.scheme().amplify(mechanism.event()))?;
+        self.charge(&batch.scheme().amplify(mechanism.event())?)?;
         Ok(mechanism.release(value, &mut self.noise))
     }
 
