@@ -101,6 +101,7 @@ fn a_line_search_algorithm_written_outside_dp_optim_trains_with_a_correct_ledger
             target_epsilon: None,
             accountant: AccountantKind::Rdp,
             orders: OrderGrid::Opacus,
+            correlation: Default::default(),
         }),
         optimizer: Optimizer::Sgd {
             lr: 0.5,

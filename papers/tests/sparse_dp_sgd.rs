@@ -47,6 +47,7 @@ fn config(clip: Option<f64>) -> TrainConfig {
             target_epsilon: None,
             accountant: AccountantKind::RdpClassic,
             orders: OrderGrid::Int2To64,
+            correlation: Default::default(),
         }),
         optimizer: Optimizer::Adam {
             lr: 0.01,

@@ -127,6 +127,18 @@ pub enum TrainSampling {
     FixedSize,
     /// Shuffled epochs of consecutive batches (each epoch charged as one Gaussian).
     Shuffle,
+    /// Poisson sampling with batches cut to --max-batch-size records.
+    TruncatedPoisson,
+}
+
+/// How the noise of successive steps is related.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MechanismChoice {
+    /// DP-SGD: independent Gaussian noise at every step.
+    DpSgd,
+    /// BandMF: noise correlated over --bands steps by a strategy optimised for the run,
+    /// the records in --bands groups sampled in turn (amplified BandMF).
+    BandMf,
 }
 
 #[derive(Debug, Args)]
@@ -169,6 +181,15 @@ pub struct TrainArgs {
     /// Sampling.
     #[arg(long, value_enum, default_value_t = TrainSampling::Poisson)]
     pub sampling: TrainSampling,
+    /// The most records a batch keeps under --sampling truncated-poisson.
+    #[arg(long)]
+    pub max_batch_size: Option<usize>,
+    /// The noise mechanism.
+    #[arg(long, value_enum, default_value_t = MechanismChoice::DpSgd)]
+    pub mechanism: MechanismChoice,
+    /// Bands of the BandMF strategy (and groups of its sampler), with --mechanism band-mf.
+    #[arg(long)]
+    pub bands: Option<usize>,
     /// δ.
     #[arg(long, default_value_t = 1e-5, allow_negative_numbers = true)]
     pub delta: f64,

@@ -53,6 +53,7 @@ fn engine(data: &Dataset) -> dp_optim::Result<PrivacyEngine> {
             target_epsilon: None,
             accountant: AccountantKind::Rdp,
             orders: OrderGrid::Opacus,
+            correlation: Default::default(),
         }),
         optimizer: Optimizer::Sgd {
             lr: 0.5,

@@ -24,6 +24,7 @@ fn main() -> dp_optim::Result<()> {
         target_epsilon: Some(3.0),
         accountant: AccountantKind::RdpClassic,
         orders: OrderGrid::Int2To64,
+        correlation: Default::default(),
     };
     let config = TrainConfig {
         sampler: Sampler::Poisson {

@@ -52,6 +52,11 @@ pub struct Checkpoint {
     /// The noise multiplier the current shuffled epoch was charged at (`None` for other
     /// samplers, or before the first charge).
     pub epoch_noise_multiplier: Option<f64>,
+    /// The last b − 1 correlated noise vectors of a seeded run with banded noise, newest
+    /// first (`None` otherwise: a production resume restarts the stream,
+    /// `engine/correlated.rs`).
+    #[serde(default)]
+    pub correlated_noise: Option<Vec<Vec<f64>>>,
     /// SHA-256 of everything above (integrity, not authenticity: `integrity.rs`), set by
     /// [`save`](Self::save) and verified by [`load`](Self::load).
     pub digest: Option<String>,

@@ -2,6 +2,7 @@
 //! clipping rule, δ, budget, accountant), the update rule and the normalisation.
 
 use dp_accounting::{AccountantKind, OrderGrid};
+use dp_mechanisms::band_mf::BandedToeplitz;
 use dp_models::ClipRule;
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +61,26 @@ pub struct PrivacyConfig {
     pub accountant: AccountantKind,
     /// Orders for the RDP accountants.
     pub orders: OrderGrid,
+    /// How the noise of successive steps is related (independent unless given).
+    #[serde(default)]
+    pub correlation: NoiseCorrelation,
+}
+
+/// How the noise of successive releases is related.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoiseCorrelation {
+    /// Fresh noise `N(0, σ²C²I)` at every step: DP-SGD.
+    #[default]
+    Independent,
+    /// BandMF (DP-FTRL with a banded matrix factorization; Choquette-Choo et al., NeurIPS
+    /// 2023): step t adds `x_t = (C⁻¹z)_t` for the banded Toeplitz strategy C and fresh
+    /// `z_t ~ N(0, σ²C²‖c‖²I)`, so the released sums are a post-processing of `C·g + z`.
+    /// Needs the cyclic Poisson sampler with at least as many groups as bands (then each
+    /// record's participations are b apart and their columns of C disjoint): accounted as
+    /// one `PoissonSampled(q, Gaussian(σ))` per cycle (amplified BandMF, arXiv 2306.08153,
+    /// Thm 4). σ is fixed for the run.
+    Banded(BandedToeplitz),
 }
 
 /// How per-example gradients are bounded before they are summed.

@@ -20,6 +20,7 @@ use dp_accounting::validate;
 
 mod batch;
 mod charges;
+mod correlated;
 mod device;
 mod distributed;
 mod epoch;
@@ -73,6 +74,8 @@ pub struct PrivacyEngine<M: PrivateModel = Network> {
     shuffle: ShuffleState,
     /// The noise multiplier the current shuffled epoch was charged at.
     epoch_noise: Option<f64>,
+    /// The banded noise stream of a run with correlated noise (BandMF).
+    correlated: Option<dp_mechanisms::band_mf::CorrelatedNoise>,
     /// This engine's place in a data-parallel group, once it has joined one.
     replica: distributed::Replica,
     #[cfg(feature = "fault-injection")]
@@ -103,6 +106,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             None => (None, None),
             Some(p) => Self::private_ledger(p, config.sampler, dataset_size)?,
         };
+        let correlated = match &config.privacy {
+            None => None,
+            Some(p) => Self::correlated_stream(p, config.sampler, dataset_size)?,
+        };
         let fingerprint =
             RunFingerprint::of(&config, &model.architecture(), noise.is_reproducible());
         let moments = device::Moments::initial(&config.optimizer, &model)?;
@@ -122,6 +129,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             physical_batch_size: None,
             shuffle: ShuffleState::default(),
             epoch_noise: None,
+            correlated,
             replica: distributed::Replica::Alone,
             #[cfg(feature = "fault-injection")]
             fault: None,
@@ -154,9 +162,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     }
 
     /// Sets σ from the next step on; the ledger records every step with its own σ and the
-    /// budget is enforced on it. Refused for non-private runs, and inside a shuffled
-    /// epoch ([`Error::EpochBoundary`]: its charge, made at the epoch's first step,
-    /// assumed the σ then in force).
+    /// budget is enforced on it. Refused for non-private runs, inside a charge period
+    /// such as a shuffled epoch ([`Error::EpochBoundary`]: its charge, made at the
+    /// period's first step, assumed the σ then in force), and in a run with banded
+    /// correlated noise (`engine/correlated.rs`).
     pub fn set_noise_multiplier(&mut self, noise_multiplier: f64) -> Result<()> {
         validate::positive("noise_multiplier", noise_multiplier)?;
         if self.config.privacy.is_none() {
@@ -164,6 +173,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 operation: "set_noise_multiplier",
             });
         }
+        self.check_fixed_sigma(noise_multiplier)?;
         self.check_epoch_charge(noise_multiplier)?;
         if let Some(p) = &mut self.config.privacy {
             p.noise_multiplier = noise_multiplier;

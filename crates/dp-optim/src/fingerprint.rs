@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::TrainConfig;
+use crate::config::{NoiseCorrelation, TrainConfig};
 use crate::error::{Error, Result};
 use crate::optimizer::Optimizer;
 
@@ -46,6 +46,8 @@ pub enum RunField {
     Orders,
     /// What the noisy sum is divided by.
     Normalisation,
+    /// How the noise of successive steps is related (independent, or a banded strategy).
+    Correlation,
 }
 
 impl RunField {
@@ -67,6 +69,7 @@ impl RunField {
             RunField::Accountant => "accountant",
             RunField::Orders => "orders",
             RunField::Normalisation => "normalisation",
+            RunField::Correlation => "correlation",
         }
     }
 
@@ -135,6 +138,11 @@ impl RunFingerprint {
                 map.insert(F::TargetEpsilon, target);
                 map.insert(F::Accountant, p.accountant.name().into());
                 map.insert(F::Orders, format!("{:?}", p.orders));
+                let correlation = match &p.correlation {
+                    NoiseCorrelation::Independent => "independent".into(),
+                    NoiseCorrelation::Banded(s) => format!("banded, c = {:?}", s.coefs()),
+                };
+                map.insert(F::Correlation, correlation);
             }
         }
         RunFingerprint(map)

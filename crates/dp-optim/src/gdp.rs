@@ -51,6 +51,7 @@ impl NoisyTraining {
                 // conversion, the authors' order grid (`docs/reproduction/gdp.md`, "Privacy accounting").
                 accountant: AccountantKind::RdpClassic,
                 orders: authors_orders(),
+                correlation: Default::default(),
             }),
             optimizer,
             normalisation: self.normalisation,

@@ -9,6 +9,7 @@
 mod algorithm;
 pub mod annealing;
 pub mod audit;
+mod band_mf;
 mod checkpoint;
 pub mod collective;
 mod config;
@@ -29,8 +30,9 @@ mod sparse_dp_sgd;
 mod trainer;
 
 pub use algorithm::{Algorithm, DistributedDpSgd, DpSgd};
+pub use band_mf::BandMf;
 pub use checkpoint::{Checkpoint, CheckpointDir, CHECKPOINT_FORMAT};
-pub use config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig};
+pub use config::{Clipping, GradientNormalisation, NoiseCorrelation, PrivacyConfig, TrainConfig};
 pub use engine::{
     Batch, ClippedSum, ExtraBatch, NoisyGradient, PrivacyEngine, Selection, Snapshot, StepCharge,
     StepReport,

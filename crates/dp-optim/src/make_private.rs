@@ -7,7 +7,10 @@ use dp_mechanisms::NoiseSource;
 use dp_models::{PrivateModel, TrainingData};
 
 use crate::algorithm::DpSgd;
-use crate::config::{Clipping, GradientNormalisation, PrivacyConfig, TrainConfig};
+use crate::band_mf::BandMf;
+use crate::config::{
+    Clipping, GradientNormalisation, NoiseCorrelation, PrivacyConfig, TrainConfig,
+};
 use crate::engine::PrivacyEngine;
 use crate::error::Result;
 use crate::optimizer::Optimizer;
@@ -45,6 +48,11 @@ pub struct PrivateSettings {
     pub optimizer: Optimizer,
     /// The accountant for ε, the calibration and the budget (default PLD, the tightest).
     pub accountant: AccountantKind,
+    /// 1 (default): DP-SGD, independent noise at every step. b > 1: BandMF with b bands
+    /// ([`BandMf`]): the records in b groups sampled in turn at rate `batch_size · b / N`
+    /// (so the expected batch is unchanged), the noise correlated by a strategy
+    /// optimised for the run's length, one charge per cycle of b steps.
+    pub bands: usize,
 }
 
 impl PrivateSettings {
@@ -66,6 +74,7 @@ impl PrivateSettings {
             delta,
             optimizer,
             accountant: AccountantKind::Pld,
+            bands: 1,
         }
     }
 }
@@ -126,8 +135,12 @@ pub fn make_private<M: PrivateModel>(
     let n = train.len();
     validate::at_least_one("batch_size", settings.batch_size)?;
     validate::at_least_one("epochs", settings.epochs)?;
-    let sampler = Sampler::Poisson {
-        sampling_rate: settings.batch_size as f64 / n.max(1) as f64,
+    validate::at_least_one("bands", settings.bands)?;
+    let sampler = match settings.bands {
+        1 => Sampler::Poisson {
+            sampling_rate: settings.batch_size as f64 / n.max(1) as f64,
+        },
+        bands => BandMf::sampler(settings.batch_size, bands, n)?,
     };
     sampler.validate(n)?;
     let steps_per_epoch = sampler.steps_per_epoch(n) as u64;
@@ -158,6 +171,10 @@ pub fn make_private<M: PrivateModel>(
             target_epsilon,
             accountant: settings.accountant,
             orders,
+            correlation: match settings.bands {
+                1 => NoiseCorrelation::Independent,
+                bands => NoiseCorrelation::Banded(BandMf::strategy(total_steps, bands)?),
+            },
         }),
         optimizer: settings.optimizer,
         normalisation: GradientNormalisation::ExpectedBatchSize,

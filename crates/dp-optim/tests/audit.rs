@@ -21,6 +21,7 @@ fn audit(fault: Option<Fault>, seed: u64) -> dp_optim::Result<AuditReport> {
             target_epsilon: None,
             accountant: AccountantKind::Rdp,
             orders: OrderGrid::Opacus,
+            correlation: Default::default(),
         }),
         optimizer: Optimizer::Sgd {
             lr: 0.1,

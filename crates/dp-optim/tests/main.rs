@@ -8,6 +8,7 @@ use dp_models::models::{mlp, mnist_cnn, Activation};
 use dp_models::PrivateModel;
 mod annealing;
 mod audit;
+mod band_mf;
 mod device;
 mod distributed;
 mod dpd;
@@ -61,6 +62,7 @@ fn private(target: Option<f64>) -> PrivacyConfig {
         target_epsilon: target,
         accountant: AccountantKind::Rdp,
         orders: OrderGrid::Opacus,
+        correlation: Default::default(),
     }
 }
 

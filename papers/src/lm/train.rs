@@ -171,6 +171,7 @@ fn train_config(
         target_epsilon: run.epsilon.filter(|_| run.noise_multiplier.is_none()),
         accountant: AccountantKind::Pld,
         orders: OrderGrid::Opacus,
+        correlation: Default::default(),
     });
     Ok(TrainConfig {
         sampler: Sampler::Poisson {

@@ -95,6 +95,7 @@ impl Run<'_> {
                     target_epsilon: None,
                     accountant: AccountantKind::RdpClassic,
                     orders: OrderGrid::Int2To64,
+                    correlation: Default::default(),
                 }),
                 optimizer: Optimizer::Sgd {
                     lr,

@@ -98,6 +98,7 @@ impl WideMethod {
             target_epsilon: None,
             accountant: AccountantKind::RdpClassic,
             orders: OrderGrid::DpAccounting,
+            correlation: Default::default(),
         };
         let (privacy, normalisation) = match *self {
             WideMethod::NonPrivate => (None, GradientNormalisation::RealisedBatchSize),

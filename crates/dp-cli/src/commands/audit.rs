@@ -75,6 +75,7 @@ pub fn run(args: &AuditArgs) -> Result<String> {
             target_epsilon: None,
             accountant: AccountantKind::Rdp,
             orders: OrderGrid::Opacus,
+            correlation: Default::default(),
         }),
         optimizer: Optimizer::Sgd {
             lr: args.lr,

@@ -17,16 +17,17 @@ use dp_models::data::Dataset;
 use dp_models::models::{mnist_cnn, Activation, Network};
 use dp_optim::collective::{Collective, Metered, Traffic};
 use dp_optim::{
-    CheckpointDir, Clipping, Control, DistributedDpSgd, DpSgd, EpochSummary, GradientNormalisation,
-    Observer, Optimizer, PrivacyConfig, PrivacyEngine, Sampler, StepReport, TrainConfig, Trainer,
+    BandMf, CheckpointDir, Clipping, Control, DistributedDpSgd, DpSgd, EpochSummary,
+    GradientNormalisation, NoiseCorrelation, Observer, Optimizer, PrivacyConfig, PrivacyEngine,
+    Sampler, StepReport, TrainConfig, Trainer,
 };
 use serde_json::json;
 
 use super::distributed::seam;
 use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::{
-    AccountantChoice, ClippingChoice, DatasetChoice, ModelChoice, OptimizerChoice, OrdersChoice,
-    TrainArgs, TrainSampling,
+    AccountantChoice, ClippingChoice, DatasetChoice, MechanismChoice, ModelChoice, OptimizerChoice,
+    OrdersChoice, TrainArgs, TrainSampling,
 };
 use crate::interrupt::{Interrupt, Interrupted};
 use crate::output::{diag, epsilon_json, epsilon_text, short};
@@ -52,7 +53,7 @@ pub fn run(args: &TrainArgs) -> Result<String> {
     if args.batch_size == 0 || args.batch_size > n {
         bail!("--batch-size ({}) must be in 1..={n}", args.batch_size);
     }
-    let sampler = sampler(args, n);
+    let sampler = sampler(args, n)?;
     let steps_per_epoch = sampler.steps_per_epoch(n) as u64;
     let exact_steps = args.epochs * steps_per_epoch as f64;
     if exact_steps > MAX_STEPS {
@@ -153,6 +154,10 @@ fn check_args(args: &TrainArgs) -> Result<()> {
         for (given, flag) in [
             (args.noise_multiplier.is_some(), "--noise-multiplier"),
             (args.target_epsilon.is_some(), "--target-epsilon"),
+            (
+                args.mechanism == MechanismChoice::BandMf,
+                "--mechanism band-mf",
+            ),
         ] {
             if given {
                 bail!("{flag} has no effect with --no-dp (a non-private run adds no noise and has no budget); drop one of them");
@@ -208,18 +213,57 @@ fn check_writable(path: &Path, flag: &str) -> Result<()> {
     Ok(())
 }
 
-fn sampler(args: &TrainArgs, n: usize) -> Sampler {
-    match args.sampling {
-        TrainSampling::Poisson => Sampler::Poisson {
-            sampling_rate: args.batch_size as f64 / n as f64,
+fn sampler(args: &TrainArgs, n: usize) -> Result<Sampler> {
+    let b = args.batch_size;
+    Ok(match (args.mechanism, args.sampling, args.max_batch_size) {
+        (MechanismChoice::BandMf, TrainSampling::Poisson, None) => {
+            let Some(bands) = args.bands.filter(|&b| b >= 1) else {
+                bail!("--mechanism band-mf needs --bands (at least 1)");
+            };
+            BandMf::sampler(b, bands, n).map_err(|_| {
+                anyhow::anyhow!(
+                    "--bands ({bands}) times --batch-size ({b}) must be at most the {n} training records (each of the --bands groups is sampled at rate bands·B/n)"
+                )
+            })?
+        }
+        (MechanismChoice::BandMf, ..) => bail!(
+            "--mechanism band-mf draws its own batches (cyclic Poisson over --bands groups); drop --sampling and --max-batch-size"
+        ),
+        (_, TrainSampling::TruncatedPoisson, Some(cap)) if (1..=MAX_BATCH).contains(&cap) => {
+            Sampler::TruncatedPoisson {
+                sampling_rate: b as f64 / n as f64,
+                max_batch_size: cap,
+            }
+        }
+        (_, TrainSampling::TruncatedPoisson, Some(cap)) => {
+            bail!("--max-batch-size ({cap}) must be in 1..={MAX_BATCH}")
+        }
+        (_, TrainSampling::TruncatedPoisson, None) => {
+            bail!("--sampling truncated-poisson needs --max-batch-size")
+        }
+        (_, _, Some(_)) => bail!("--max-batch-size needs --sampling truncated-poisson"),
+        (_, TrainSampling::Poisson, None) => Sampler::Poisson {
+            sampling_rate: b as f64 / n as f64,
         },
-        TrainSampling::FixedSize => Sampler::FixedSize {
-            batch_size: args.batch_size,
-        },
-        TrainSampling::Shuffle => Sampler::Shuffle {
-            batch_size: args.batch_size,
-        },
-    }
+        (_, TrainSampling::FixedSize, None) => Sampler::FixedSize { batch_size: b },
+        (_, TrainSampling::Shuffle, None) => Sampler::Shuffle { batch_size: b },
+    })
+}
+
+/// The noise correlation `--mechanism` asks for: BandMF's strategy optimised for the
+/// run's `steps`.
+fn correlation(args: &TrainArgs, steps: u64) -> Result<NoiseCorrelation> {
+    Ok(match (args.mechanism, args.bands) {
+        (MechanismChoice::DpSgd, None) => NoiseCorrelation::Independent,
+        (MechanismChoice::DpSgd, Some(_)) => bail!("--bands needs --mechanism band-mf"),
+        (MechanismChoice::BandMf, Some(bands)) if bands >= 1 && bands as u64 <= steps => {
+            NoiseCorrelation::Banded(BandMf::strategy(steps, bands)?)
+        }
+        (MechanismChoice::BandMf, Some(bands)) => {
+            bail!("--bands ({bands}) must be in 1..={steps} (the run's steps)")
+        }
+        (MechanismChoice::BandMf, None) => bail!("--mechanism band-mf needs --bands"),
+    })
 }
 
 fn optimizer(args: &TrainArgs) -> Optimizer {
@@ -292,6 +336,7 @@ fn privacy(
         target_epsilon: args.target_epsilon,
         accountant,
         orders,
+        correlation: correlation(args, total_steps)?,
     }))
 }
 

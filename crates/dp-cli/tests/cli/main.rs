@@ -1,5 +1,6 @@
 //! End-to-end tests of the `dp` binary: snapshots of its output, exit codes on bad input.
 
+mod band_mf;
 #[cfg(feature = "mpi")]
 mod distributed;
 mod resume;

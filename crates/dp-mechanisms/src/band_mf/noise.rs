@@ -3,6 +3,7 @@
 //! `x = C⁻¹ z`, keeping only the last b − 1 noise vectors (O(b·d) memory).
 
 use super::strategy::BandedToeplitz;
+use crate::error::{Error, Result};
 use crate::noise::NoiseSource;
 
 /// The noise stream of one run: the strategy, the per-coordinate standard deviation of z,
@@ -25,9 +26,47 @@ impl CorrelatedNoise {
         }
     }
 
+    /// [`new`](Self::new), continuing a stream whose last noise vectors (newest first)
+    /// were `history`: at most b − 1 of them, all of one length.
+    pub fn with_history(
+        strategy: BandedToeplitz,
+        std: f64,
+        history: Vec<Vec<f64>>,
+    ) -> Result<Self> {
+        let width = history.first().map_or(0, Vec::len);
+        if history.len() >= strategy.bands().max(1) || history.iter().any(|h| h.len() != width) {
+            return Err(Error::InvalidParameter {
+                name: "history",
+                value: history.len() as f64,
+                reason: "must hold at most bands - 1 noise vectors of one length",
+            });
+        }
+        Ok(CorrelatedNoise {
+            strategy,
+            std,
+            history,
+        })
+    }
+
     /// Steps emitted that the next one still depends on (at most b − 1).
     pub fn remembered(&self) -> usize {
         self.history.len()
+    }
+
+    /// The last b − 1 noise vectors, newest first (secret in production: they are the
+    /// noise of released steps).
+    pub fn history(&self) -> &[Vec<f64>] {
+        &self.history
+    }
+
+    /// The standard deviation of each coordinate of z.
+    pub fn std(&self) -> f64 {
+        self.std
+    }
+
+    /// The strategy.
+    pub fn strategy(&self) -> &BandedToeplitz {
+        &self.strategy
     }
 
     /// Adds this step's noise `x_t` to `buffer` (one entry per coordinate; every call must

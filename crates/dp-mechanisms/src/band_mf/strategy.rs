@@ -9,12 +9,30 @@
 //! (the mean squared error of the n prefix sums, the noise scaled to the sensitivity
 //! `‖c‖` of one participation); it is invariant to the scale of c.
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{Error, Result};
 
-/// A banded lower-triangular Toeplitz strategy, by its first column `c_0..c_{b−1}`.
-#[derive(Clone, Debug, PartialEq)]
+/// A banded lower-triangular Toeplitz strategy, by its first column `c_0..c_{b−1}`
+/// (serialised as that list, checked as [`BandedToeplitz::new`] checks it when read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<f64>", into = "Vec<f64>")]
 pub struct BandedToeplitz {
     coefs: Vec<f64>,
+}
+
+impl TryFrom<Vec<f64>> for BandedToeplitz {
+    type Error = Error;
+
+    fn try_from(coefs: Vec<f64>) -> Result<Self> {
+        Self::new(coefs)
+    }
+}
+
+impl From<BandedToeplitz> for Vec<f64> {
+    fn from(strategy: BandedToeplitz) -> Self {
+        strategy.coefs
+    }
 }
 
 impl BandedToeplitz {
@@ -50,6 +68,12 @@ impl BandedToeplitz {
     /// `c_0..c_{b−1}`.
     pub fn coefs(&self) -> &[f64] {
         &self.coefs
+    }
+
+    /// ‖c‖₂, the norm of the first (the longest) column: the sensitivity of `C·x` to one
+    /// participation, and the factor the noise of one participation is scaled by.
+    pub fn column_norm(&self) -> f64 {
+        self.coefs.iter().map(|c| c * c).sum::<f64>().sqrt()
     }
 
     /// b, the number of bands (the diagonal included).

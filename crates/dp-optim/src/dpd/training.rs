@@ -107,6 +107,7 @@ impl DpdTraining {
                 target_epsilon: None,
                 accountant: AccountantKind::RdpClassic,
                 orders: OrderGrid::Int2To64,
+                correlation: Default::default(),
             }),
             optimizer: Optimizer::Sgd {
                 lr: self.schedule.at(0),

@@ -76,9 +76,36 @@ impl Gradient {
             Gradient::Device(ts) => {
                 let mut draws = vec![0.0f32; ts.iter().map(Tensor::elem_count).sum()];
                 mechanism.release_in_place_f32(&mut draws, noise);
-                let noise = unflatten(&draws, ts)?;
-                for (t, z) in ts.iter_mut().zip(noise) {
-                    *t = (&*t + z)?;
+                self.add_flat(&draws)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The number of coordinates.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Gradient::Host(v) => v.len(),
+            Gradient::Device(ts) => ts.iter().map(Tensor::elem_count).sum(),
+        }
+    }
+
+    /// Adds `values` (flat, in parameter order, one per coordinate) to every coordinate;
+    /// on the device, copied to each tensor's device.
+    pub(super) fn add_flat(&mut self, values: &[f32]) -> Result<()> {
+        if values.len() != self.len() {
+            return Err(Error::UnprotectedParameter(format!(
+                "{} noise values for a sum of {} coordinates",
+                values.len(),
+                self.len()
+            )));
+        }
+        match self {
+            Gradient::Host(v) => v.iter_mut().zip(values).for_each(|(g, x)| *g += x),
+            Gradient::Device(ts) => {
+                let values = unflatten(values, ts)?;
+                for (t, x) in ts.iter_mut().zip(values) {
+                    *t = (&*t + x)?;
                 }
             }
         }

@@ -38,6 +38,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             nonfinite_gradients: self.nonfinite,
             shuffle: self.shuffle.clone(),
             epoch_noise_multiplier: self.epoch_noise,
+            correlated_noise: self.correlated_history(),
             digest: None,
         })
     }
@@ -72,6 +73,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         checkpoint
             .fingerprint
             .check_resume(&self.fingerprint, allowed)?;
+        if let Some(saved) = checkpoint.fingerprint.0.get(&RunField::NoiseMultiplier) {
+            self.check_fixed_sigma(saved.parse().unwrap_or(f64::NAN))?;
+        }
         self.check_resumed_epoch(checkpoint)?;
         self.check_steps_paid(checkpoint)?;
         let fail = |reason: String| Error::Checkpoint {
@@ -118,6 +122,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         self.nonfinite = checkpoint.nonfinite_gradients;
         self.shuffle = checkpoint.shuffle.clone();
         self.epoch_noise = checkpoint.epoch_noise_multiplier;
+        self.restore_correlated(checkpoint.correlated_noise.as_ref())?;
         self.ledger = ledger;
         self.expected_data = checkpoint
             .fingerprint

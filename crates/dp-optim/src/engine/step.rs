@@ -385,8 +385,15 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             let add_noise = noise_by == NoiseBy::ThisEngine;
             #[cfg(feature = "fault-injection")]
             let add_noise = add_noise && self.fault != Some(crate::fault::Fault::SkipNoise);
-            if add_noise {
-                self.add_noise(mechanism, &mut sum, support)?;
+            match (add_noise, self.correlated.is_some(), support) {
+                (false, ..) => {}
+                (true, false, _) => self.add_noise(mechanism, &mut sum, support)?,
+                (true, true, None) => self.add_correlated(&mut sum)?,
+                (true, true, Some(_)) => {
+                    return Err(Error::UnprotectedParameter(
+                        "a release on a support cannot take banded correlated noise".into(),
+                    ))
+                }
             }
         }
         if let Some(bad) = sum.first_nonfinite()? {
