@@ -25,13 +25,15 @@ mod device;
 mod distributed;
 mod epoch;
 mod resume;
+mod snapshot;
 mod sparse;
 mod step;
 mod update;
 
 pub use batch::{Batch, ExtraBatch};
+pub use snapshot::Snapshot;
 pub use sparse::Selection;
-pub use step::{ClippedSum, NoisyGradient, Snapshot, StepCharge};
+pub use step::{ClippedSum, NoisyGradient, StepCharge};
 
 /// What one step did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -6,6 +6,7 @@ mod calibrate;
 mod distributed;
 mod resume;
 mod train;
+mod train_config;
 
 use anyhow::{bail, Result};
 use dp_accounting::{

@@ -18,7 +18,7 @@
 //! [`ExtraBatch`](super::ExtraBatch) (charged first, under the scheme that drew it),
 //! [`draw_extra_batch`](PrivacyEngine::draw_extra_batch) outside the training sequence,
 //! and [`snapshot`](PrivacyEngine::snapshot) / [`rollback`](PrivacyEngine::rollback)
-//! of θ and the optimiser moments.
+//! of θ and the optimiser moments (`snapshot.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -125,14 +125,6 @@ impl NoisyGradient {
     pub fn support(&self) -> Option<&[usize]> {
         self.support.as_deref()
     }
-}
-
-/// θ and the optimiser moments at one point of a run, to undo later updates (the ledger
-/// keeps every charge made since: rolling back does not un-spend ε).
-#[derive(Clone, Debug)]
-pub struct Snapshot {
-    theta: Vec<f32>,
-    moments: Vec<Vec<f32>>,
 }
 
 impl<M: PrivateModel> PrivacyEngine<M> {
@@ -487,21 +479,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     ) -> Result<f64> {
         self.charge(&batch.scheme().amplify(mechanism.event())?)?;
         Ok(mechanism.release(value, &mut self.noise))
-    }
-
-    /// θ and the optimiser moments now.
-    pub fn snapshot(&self) -> Result<Snapshot> {
-        Ok(Snapshot {
-            theta: self.model.parameters()?,
-            moments: self.moments.to_host()?,
-        })
-    }
-
-    /// Puts back a [`snapshot`](Self::snapshot) (the ledger and the step count keep
-    /// every step since: they did touch the data).
-    pub fn rollback(&mut self, snapshot: Snapshot) -> Result<()> {
-        self.model.set_parameters(&snapshot.theta)?;
-        self.moments.set_from_host(&snapshot.moments)
     }
 
     /// The clipping rule in force (none for a non-private run).
