@@ -280,6 +280,12 @@ pub struct RunConfig {
     /// Curve name in budget plots (default: the label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<String>,
+    /// BandMF with this many bands ([`dp_optim::BandMf::configure`]: noise correlated by
+    /// a strategy optimised for the run's steps, the records in `bands` groups sampled in
+    /// turn at `bands` times the table's rate, one charge per cycle); unset: independent
+    /// noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bands: Option<usize>,
 }
 
 impl RunConfig {

@@ -50,8 +50,9 @@ pub enum SamplingScheme {
         /// m, the records in each batch.
         batch_size: u64,
     },
-    /// The records cut into `groups` fixed groups (record i in group i mod `groups`),
-    /// and step t Poisson-samples group t mod `groups` at rate q. Add/remove-one
+    /// Each record in one of `groups` groups (uniformly at random and independently of
+    /// the others, so that neighbours' common records have groups of the same law), and
+    /// step t Poisson-samples group t mod `groups` at rate q. Add/remove-one
     /// neighbours; a record lies in one group, so each cycle of `groups` steps reads it in
     /// one step only and is charged once, at its first step, as `PoissonSampled(q,
     /// inner)`: parallel composition over the groups for independent noise, and the

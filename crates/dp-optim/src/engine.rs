@@ -76,6 +76,9 @@ pub struct PrivacyEngine<M: PrivateModel = Network> {
     shuffle: ShuffleState,
     /// The noise multiplier the current shuffled epoch was charged at.
     epoch_noise: Option<f64>,
+    /// The step the charge periods count from: 0, or a cyclic run's production resume
+    /// (which draws new groups and starts a new cycle there).
+    period_origin: u64,
     /// The banded noise stream of a run with correlated noise (BandMF).
     correlated: Option<dp_mechanisms::band_mf::CorrelatedNoise>,
     /// This engine's place in a data-parallel group, once it has joined one.
@@ -115,6 +118,11 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let fingerprint =
             RunFingerprint::of(&config, &model.architecture(), noise.is_reproducible());
         let moments = device::Moments::initial(&config.optimizer, &model)?;
+        let mut noise = noise;
+        let mut shuffle = ShuffleState::default();
+        if let crate::sampler::Sampler::CyclicPoisson { groups, .. } = config.sampler {
+            shuffle.draw_groups(dataset_size, groups, &mut noise);
+        }
         Ok(PrivacyEngine {
             model,
             config,
@@ -129,8 +137,9 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             steps: 0,
             nonfinite: 0,
             physical_batch_size: None,
-            shuffle: ShuffleState::default(),
+            shuffle,
             epoch_noise: None,
+            period_origin: 0,
             correlated,
             replica: distributed::Replica::Alone,
             #[cfg(feature = "fault-injection")]

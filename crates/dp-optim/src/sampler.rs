@@ -4,17 +4,36 @@
 
 use dp_accounting::SamplingScheme;
 use dp_mechanisms::NoiseSource;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// The state of a shuffled sampler: this epoch's permutation and the next position.
+/// The state of a shuffled or cyclic sampler: this epoch's permutation and the next
+/// position (shuffled; kept in checkpoints), and the groups (cyclic; drawn once, when the
+/// engine is built, and never written: see [`Sampler::CyclicPoisson`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShuffleState {
     /// The permutation of the record indices for the current epoch.
     pub order: Vec<usize>,
     /// The first index of `order` not yet used this epoch.
     pub position: usize,
+    /// A cyclic sampler's groups: the record indices of each, in increasing order.
+    #[serde(skip)]
+    pub groups: Arc<Vec<Vec<usize>>>,
+}
+
+impl ShuffleState {
+    /// Draws the groups of a cyclic sampler: each of the `n` records joins one of `b`
+    /// groups uniformly at random, independently of the others.
+    pub fn draw_groups(&mut self, n: usize, b: usize, noise: &mut NoiseSource) {
+        let mut groups = vec![Vec::new(); b.max(1)];
+        for i in 0..n {
+            groups[noise.index_below(b.max(1))].push(i);
+        }
+        self.groups = Arc::new(groups);
+    }
 }
 
 /// How batches are drawn from a dataset of n records.
@@ -44,12 +63,18 @@ pub enum Sampler {
         /// m ≥ 1: the records in each batch (the epoch's last may be smaller).
         batch_size: usize,
     },
-    /// The records cut into `groups` fixed groups (record i in group i mod `groups`);
-    /// step t draws each record of group t mod `groups` independently with probability
-    /// q. A cycle of `groups` steps reads each record in one step, and is charged once,
-    /// at its first step, as `PoissonSampled(q, Gaussian(σ))` (parallel composition over
+    /// Each record joins one of `groups` groups uniformly at random and independently
+    /// (jax_privacy's independent partition), drawn once when the engine is built; step
+    /// t draws each record of group t mod `groups` independently with probability q. A
+    /// cycle of `groups` steps reads each record in one step, and is charged once, at
+    /// its first step, as `PoissonSampled(q, Gaussian(σ))` (parallel composition over
     /// the groups) — the participation that amplified BandMF needs for noise correlated
-    /// over at most `groups` bands (`SamplingScheme::CyclicPoisson`).
+    /// over at most `groups` bands (`SamplingScheme::CyclicPoisson`). The groups are
+    /// secret randomness, as the batches are, and attached to records, not positions:
+    /// for neighbours differing in one record the others' groups have the same law. A
+    /// production checkpoint does not hold them, so its resume draws new groups and
+    /// starts a new cycle there (`engine/correlated.rs`); a seeded run draws the same
+    /// groups again from its seed.
     CyclicPoisson {
         /// b ≥ 1: the number of groups, and of steps in a cycle.
         groups: usize,
@@ -152,8 +177,10 @@ impl Sampler {
         }
     }
 
-    /// Draws the batch of step `step` (0-based) into `out` (cleared first). `shuffle`
-    /// carries the current epoch's permutation and position for [`Sampler::Shuffle`].
+    /// Draws the batch of step `step` (0-based, counted from the cycle's origin for a
+    /// cyclic sampler) into `out` (cleared first). `shuffle` carries the current epoch's
+    /// permutation and position for [`Sampler::Shuffle`], and the groups for
+    /// [`Sampler::CyclicPoisson`] (drawn here when it has none for `n` records).
     pub fn draw(
         &self,
         n: usize,
@@ -174,10 +201,14 @@ impl Sampler {
                 sampling_rate,
             } => {
                 let b = groups.max(1);
-                let group = (step % b as u64) as usize;
-                // Group k holds k, k + b, k + 2b, …: ⌈(n − k)/b⌉ records.
-                let size = n.saturating_sub(group).div_ceil(b);
-                draw_poisson(size, sampling_rate, noise, |j| out.push(group + j * b));
+                let drawn: usize = shuffle.groups.iter().map(Vec::len).sum();
+                if shuffle.groups.len() != b || drawn != n {
+                    shuffle.draw_groups(n, b, noise);
+                }
+                let members = &shuffle.groups[(step % b as u64) as usize];
+                draw_poisson(members.len(), sampling_rate, noise, |j| {
+                    out.push(members[j])
+                });
             }
             Sampler::TruncatedPoisson {
                 sampling_rate,

@@ -3,7 +3,7 @@
 
 use dp_accounting::{DpEvent, SamplingScheme};
 use dp_mechanisms::NoiseSource;
-use dp_optim::{Checkpoint, Error, PrivacyEngine, RunField, Sampler};
+use dp_optim::{Checkpoint, Error, PrivacyEngine, RunField, Sampler, ShuffleState};
 
 use super::{engine, private, toy_data};
 
@@ -12,19 +12,37 @@ const CYCLIC: Sampler = Sampler::CyclicPoisson {
     sampling_rate: 0.5,
 };
 
-/// Step t draws only from group t mod b (records k, k + b, …), each of its records with
-/// probability q: over 4,000 steps every record of 40 is drawn in ≈ q·1000 of its
-/// group's 1000 steps (6-σ bands), and never in another group's.
+/// The groups partition the records, each record's group uniform and independent
+/// (4,000 records: every group within 6 σ of 1,000); step t draws only from group t mod
+/// b, each of its records with probability q: over 4,000 steps every record of 40 is drawn
+/// in ≈ q·1000 of its group's 1000 steps (6-σ bands).
 #[test]
 fn a_cyclic_sampler_draws_each_group_in_turn_at_its_rate() {
     let mut noise = NoiseSource::seeded(3);
+    let mut state = ShuffleState::default();
+    state.draw_groups(4000, 4, &mut noise);
+    let mut all: Vec<usize> = state.groups.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..4000).collect::<Vec<_>>());
+    let sd = (4000.0f64 * 0.25 * 0.75).sqrt();
+    assert!(
+        state
+            .groups
+            .iter()
+            .all(|g| (g.len() as f64 - 1000.0).abs() < 6.0 * sd),
+        "{:?}",
+        state.groups.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+
     let (n, b) = (40usize, 4u64);
+    let mut state = ShuffleState::default();
     let mut hits = vec![0u32; n];
     let mut batch = Vec::new();
     for step in 0..4000u64 {
-        CYCLIC.draw(n, step, &mut noise, &mut Default::default(), &mut batch);
+        CYCLIC.draw(n, step, &mut noise, &mut state, &mut batch);
         assert!(batch.windows(2).all(|w| w[0] < w[1]), "{batch:?}");
-        assert!(batch.iter().all(|&i| i < n && (i as u64) % b == step % b));
+        let group = &state.groups[(step % b) as usize];
+        assert!(batch.iter().all(|i| group.contains(i)));
         batch.iter().for_each(|&i| hits[i] += 1);
     }
     let (mean, sd) = (500.0, (1000.0f64 * 0.25).sqrt());
@@ -146,6 +164,49 @@ fn sigma_changes_only_between_cycles() -> dp_optim::Result<()> {
         entries[1].event,
         DpEvent::poisson_sampled(0.5, DpEvent::gaussian(0.5))
     );
+    Ok(())
+}
+
+/// A production checkpoint of a cyclic run does not hold its groups: the resume draws
+/// new ones and starts a new cycle at its step, charged there, even mid-cycle (two
+/// steps into a 4-step cycle: 1 charge before, 1 at the resume, 1 more 4 steps later).
+#[test]
+fn a_production_resume_of_a_cyclic_run_starts_a_new_cycle() -> dp_optim::Result<()> {
+    let data = toy_data(120, &mut NoiseSource::seeded(17));
+    let production = || {
+        let model = dp_models::models::mlp(
+            8,
+            &[16],
+            2,
+            dp_models::models::Activation::Tanh,
+            &mut NoiseSource::seeded(18),
+        )?;
+        let config = super::engine(18, CYCLIC, Some(private(None)), &data)?
+            .config()
+            .clone();
+        PrivacyEngine::new(model, config, data.len(), NoiseSource::os_seeded()?)
+    };
+    let mut first = production()?;
+    first.step(&data)?;
+    first.step(&data)?;
+    let saved = first.checkpoint()?;
+    let mut resumed = production()?;
+    resumed.restore(&saved)?;
+    let count = |e: &PrivacyEngine| -> u64 {
+        e.ledger()
+            .expect("private")
+            .entries
+            .iter()
+            .map(|x| x.count)
+            .sum()
+    };
+    assert_eq!(count(&resumed), 1);
+    let mut charges = Vec::new();
+    for _ in 0..5 {
+        resumed.step(&data)?;
+        charges.push(count(&resumed));
+    }
+    assert_eq!(charges, vec![2, 2, 2, 2, 3]);
     Ok(())
 }
 

@@ -213,7 +213,7 @@ impl EpochObserver<'_> {
         Ok(self.stopped_by_mu || self.stop.finished(engine, algorithm, epoch))
     }
 
-    /// ε of the ledger, and for Poisson sampling μ_CLT, its ε and the PLD ε: each the
+    /// ε of the ledger, and for (cyclic) Poisson sampling μ_CLT, its ε and the PLD ε: each the
     /// composition of the run's whole ledger (every step and every other charge, such as
     /// SA-DPSGD's privatised acceptance tests), not of the steps alone.
     #[allow(clippy::type_complexity)]
@@ -221,7 +221,10 @@ impl EpochObserver<'_> {
         &self,
         engine: &PrivacyEngine<M>,
     ) -> Result<(Option<f64>, Option<f64>, Option<f64>, Option<f64>)> {
-        let poisson = matches!(self.sampler, Sampler::Poisson { .. });
+        let poisson = matches!(
+            self.sampler,
+            Sampler::Poisson { .. } | Sampler::CyclicPoisson { .. }
+        );
         let ledger = engine.ledger().filter(|_| self.private);
         Ok(match ledger {
             None => (None, None, None, None),

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use dp_accounting::{calibrate_noise, AccountantKind, CalibrationOptions, OrderGrid};
 use dp_optim::dpd::{DpdBudget, DpdTraining};
 use dp_optim::gdp::NoisyTraining;
-use dp_optim::{Clipping, GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
+use dp_optim::{BandMf, Clipping, GradientNormalisation, Optimizer, PrivacyConfig, TrainConfig};
 
 use super::super::config::{Algorithm, ClippingChoice};
 use super::Run;
@@ -104,6 +104,10 @@ impl Run<'_> {
                 normalisation,
             },
         };
+        if let (Some(bands), Some(_)) = (self.run.bands, &config.privacy) {
+            config = BandMf::configure(config, n, steps, bands)
+                .with_context(|| format!("{}: BandMF with {bands} bands", self.run.label))?;
+        }
         if let Some(privacy) = config.privacy.as_mut() {
             privacy.clipping = clipping;
             if let Some(orders) = &t.orders {

@@ -101,7 +101,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let sampler = self.config.sampler;
         sampler.draw(
             self.dataset_size,
-            self.steps,
+            self.steps - self.period_origin,
             &mut self.noise,
             &mut shuffle,
             &mut indices,

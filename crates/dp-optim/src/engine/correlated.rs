@@ -11,11 +11,13 @@
 //! banded matrix factorization", NeurIPS 2023, arXiv 2306.08153, Thm 4; the columns may
 //! be adaptive in θ since C is lower triangular, Denisov et al. 2022).
 //!
-//! A production checkpoint holds no noise, so a resumed run restarts the stream: the
-//! strategy becomes block-diagonal, two banded Toeplitz blocks whose columns are
-//! truncations of c — still b-banded, lower triangular, column norms ≤ ‖c‖ — so the same
-//! theorem covers it (the noise is less correlated across the restart, never less
-//! private). A seeded run's checkpoint keeps the last b − 1 noise vectors (predictable
+//! A production checkpoint holds no noise (nor the sampler's groups), so a resumed run
+//! restarts the stream, draws new groups and starts a new cycle at its step: the strategy
+//! becomes block-diagonal, two banded Toeplitz blocks whose columns are truncations of c
+//! — still b-banded, lower triangular, column norms ≤ ‖c‖ — and within the new block each
+//! record's participations are again b apart under its new group, while no column of the
+//! new block meets one of the old: the same theorem covers the run (the noise is less
+//! correlated across the restart, never less private). A seeded run's checkpoint keeps the last b − 1 noise vectors (predictable
 //! from the seed anyway) and resumes the uninterrupted stream. σ cannot change during a
 //! run: a participation's column spans b rows of z, which would not share one σ.
 

@@ -19,12 +19,17 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// (0-based) falls in, as (its first step, the next boundary); `None` for samplers
     /// that charge every step.
     pub(super) fn charge_period(&self, step: u64) -> Option<(u64, u64)> {
+        self.charge_period_from(step, self.period_origin)
+    }
+
+    /// [`charge_period`](Self::charge_period) with the periods counted from `origin`.
+    pub(super) fn charge_period_from(&self, step: u64, origin: u64) -> Option<(u64, u64)> {
         let period = self
             .config
             .sampler
             .scheme(self.dataset_size)
             .charge_period()?;
-        let start = step - step % period;
+        let start = step - (step - origin.min(step)) % period;
         Some((start, start + period))
     }
 

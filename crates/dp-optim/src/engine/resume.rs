@@ -76,7 +76,8 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         if let Some(saved) = checkpoint.fingerprint.0.get(&RunField::NoiseMultiplier) {
             self.check_fixed_sigma(saved.parse().unwrap_or(f64::NAN))?;
         }
-        self.check_resumed_epoch(checkpoint)?;
+        let origin = self.resumed_origin(checkpoint);
+        self.check_resumed_epoch(checkpoint, origin)?;
         self.check_steps_paid(checkpoint)?;
         let fail = |reason: String| Error::Checkpoint {
             path: "(in memory)".into(),
@@ -120,7 +121,10 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         self.moments.set_from_host(&checkpoint.moments)?;
         self.steps = checkpoint.steps;
         self.nonfinite = checkpoint.nonfinite_gradients;
+        let groups = std::mem::take(&mut self.shuffle.groups);
         self.shuffle = checkpoint.shuffle.clone();
+        self.shuffle.groups = groups;
+        self.period_origin = origin;
         self.epoch_noise = checkpoint.epoch_noise_multiplier;
         self.restore_correlated(checkpoint.correlated_noise.as_ref())?;
         self.ledger = ledger;
@@ -133,11 +137,24 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         Ok(())
     }
 
-    /// Refuses a checkpoint inside a shuffled epoch when this run's σ is not the one the
-    /// epoch was charged at.
-    fn check_resumed_epoch(&self, checkpoint: &Checkpoint) -> Result<()> {
+    /// Where the resumed run's charge periods count from: a cyclic sampler's groups are
+    /// not in a production checkpoint, so its resume drew new ones and starts a new cycle
+    /// at the checkpoint's step (each record still joins one step per charged cycle); a
+    /// seeded run drew its groups again from the seed and keeps the run's cycles.
+    fn resumed_origin(&self, checkpoint: &Checkpoint) -> u64 {
+        match self.config.sampler {
+            crate::sampler::Sampler::CyclicPoisson { .. } if !self.noise.is_reproducible() => {
+                checkpoint.steps
+            }
+            _ => 0,
+        }
+    }
+
+    /// Refuses a checkpoint inside a charge period (a shuffled epoch, a cycle) when this
+    /// run's σ is not the one the period was charged at.
+    fn check_resumed_epoch(&self, checkpoint: &Checkpoint, origin: u64) -> Result<()> {
         let (Some((start, next)), Some(p)) = (
-            self.charge_period(checkpoint.steps),
+            self.charge_period_from(checkpoint.steps, origin),
             self.config.privacy.as_ref(),
         ) else {
             return Ok(());

@@ -183,7 +183,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
                 events: vec![mechanism.event(), other.clone()],
             },
         };
-        let event = scheme.event_at_step(inner, self.steps)?;
+        let event = scheme.event_at_step(inner, self.steps - self.period_origin)?;
         if event.is_none() {
             self.check_epoch_charge(p.noise_multiplier)?;
         }
