@@ -202,6 +202,8 @@ pub fn run_key(
         calibrate_epsilon: Option<f64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         gaussian_dropout: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        bands: Option<usize>,
         smoke: Option<super::config::SmokeConfig>,
         seed: u64,
     }
@@ -231,6 +233,7 @@ pub fn run_key(
         run_dpd: &run.dpd,
         calibrate_epsilon: run.calibrate_epsilon,
         gaussian_dropout: run.gaussian_dropout,
+        bands: run.bands,
         smoke: (profile == Profile::Smoke).then_some(table.smoke),
         seed,
     };
@@ -521,6 +524,29 @@ mod tests {
         let (again, reused) = run_cached(&dir, "k2", &table, &run(1), Profile::Full, 5, &data)?;
         assert!(!cached && reused);
         assert_eq!(again.epochs.len(), 1);
+        Ok(())
+    }
+
+    /// A BandMF run is its own cached run (its bands are in the key), and a run without
+    /// bands keeps the key it had before the field existed.
+    #[test]
+    fn bands_are_part_of_a_run_key_and_absent_ones_change_nothing() -> Result<()> {
+        let table = table();
+        let plain = RunConfig {
+            label: "r".into(),
+            calibrate_epsilon: Some(2.0),
+            epochs: 3,
+            ..RunConfig::default()
+        };
+        let banded = RunConfig {
+            bands: Some(8),
+            ..plain.clone()
+        };
+        let key = |run: &RunConfig| run_key(&table, run, Profile::Full, 1);
+        assert_ne!(key(&plain)?, key(&banded)?);
+        // `bands: None` is not serialised, so the key is the one from before the field
+        // existed (the cached runs of earlier sittings still match); pinned here.
+        assert_eq!(key(&plain)?, "b198764b6e3d09cd");
         Ok(())
     }
 }
