@@ -291,6 +291,12 @@ pub enum SamplingChoice {
     /// Poisson sampling with batches cut to --max-batch-size records (add/remove
     /// neighbours; the PLD and RDP accountants).
     TruncatedPoisson,
+    /// The records in --groups random groups, step t Poisson-sampling group t mod b at b
+    /// times the per-step rate (BandMF's sampler); one charge per cycle of b steps.
+    CyclicPoisson,
+    /// Balls in bins: the records in --groups random groups, step t taking all of group
+    /// t mod b; one unamplified Gaussian charge per cycle (the bin is not credited).
+    BallsInBins,
 }
 
 /// How `epochs / q` becomes a whole number of steps.
@@ -329,6 +335,9 @@ pub struct RunArgs {
     /// The most records a batch keeps under --sampling truncated-poisson.
     #[arg(long)]
     pub max_batch_size: Option<u64>,
+    /// The groups of --sampling cyclic-poisson or balls-in-bins.
+    #[arg(long)]
+    pub groups: Option<u64>,
     /// Rényi orders for the RDP accountants.
     #[arg(long, value_enum, default_value_t = OrdersChoice::Opacus)]
     pub orders: OrdersChoice,

@@ -62,8 +62,12 @@ impl Run {
                     number(p)
                 )
             }
-            SamplingScheme::CyclicPoisson { groups, .. } => format!(
-                "the records in {groups} groups, step t Poisson-sampling group t mod {groups} at q = {q}, add-or-remove-one neighbours, each cycle of {groups} steps charged once"
+            SamplingScheme::CyclicPoisson { groups, sampling_rate } if sampling_rate >= 1.0 => format!(
+                "balls in bins: the records in {groups} random groups, step t taking all of group t mod {groups}, add-or-remove-one neighbours, each cycle of {groups} steps charged once as the unamplified Gaussian (the random bin is not credited)"
+            ),
+            SamplingScheme::CyclicPoisson { groups, sampling_rate } => format!(
+                "the records in {groups} random groups, step t Poisson-sampling group t mod {groups} at {} (q = {q} per step), add-or-remove-one neighbours, each cycle of {groups} steps charged once",
+                number(sampling_rate)
             ),
             SamplingScheme::Poisson { .. } => {
                 format!("Poisson sampling q = {q}, add-or-remove-one neighbours")
@@ -97,9 +101,33 @@ pub fn check_positive(flag: &str, value: f64) -> Result<f64> {
     Ok(value)
 }
 
+/// `--groups`, which the cyclic schemes need and the others refuse.
+fn check_groups(args: &RunArgs) -> Result<Option<u64>> {
+    let cyclic = matches!(
+        args.sampling,
+        SamplingChoice::CyclicPoisson | SamplingChoice::BallsInBins
+    );
+    match (cyclic, args.groups) {
+        (true, Some(g)) if g >= 1 => Ok(Some(g)),
+        (true, Some(_)) => bail!("--groups (0) must be >= 1"),
+        (true, None) => bail!("--sampling cyclic-poisson and balls-in-bins need --groups"),
+        (false, Some(_)) => bail!("--groups needs --sampling cyclic-poisson or balls-in-bins"),
+        (false, None) => Ok(None),
+    }
+}
+
 /// Resolves `--q/--steps` or `--dataset-size/--batch-size/--epochs`.
 pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
+    let groups = check_groups(args)?;
     let (sampling_rate, sizes) = match (args.q, args.dataset_size, args.batch_size) {
+        (None, None, None) if args.sampling == SamplingChoice::BallsInBins => {
+            (1.0 / groups.unwrap_or(1) as f64, None)
+        }
+        (Some(_), ..) | (_, _, Some(_)) if args.sampling == SamplingChoice::BallsInBins => {
+            bail!(
+                "--sampling balls-in-bins takes a whole group per step: drop --q and --batch-size"
+            )
+        }
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
             bail!("give either --q or --dataset-size with --batch-size, not both")
         }
@@ -153,6 +181,20 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
     };
     let scheme = match (args.sampling, sizes, args.max_batch_size) {
         (SamplingChoice::Poisson, _, None) => SamplingScheme::Poisson { sampling_rate },
+        (SamplingChoice::CyclicPoisson | SamplingChoice::BallsInBins, _, None) => {
+            let groups = groups.unwrap_or(1);
+            let within = sampling_rate * groups as f64;
+            if within > 1.0 + 1e-12 {
+                bail!(
+                    "--groups ({groups}) times the per-step rate ({}) must be at most 1: each group is sampled at that rate",
+                    short(sampling_rate)
+                );
+            }
+            SamplingScheme::CyclicPoisson {
+                groups,
+                sampling_rate: within.min(1.0),
+            }
+        }
         (SamplingChoice::WithoutReplacement, Some((dataset_size, batch_size)), None) => {
             SamplingScheme::FixedSize {
                 dataset_size,

@@ -83,3 +83,51 @@ fn band_mf_and_truncation_flags_are_checked() {
         "--mechanism band-mf",
     );
 }
+
+/// `dp account` with cyclic groups charges one Poisson step per cycle at b times the
+/// per-step rate (q = 0.01 over 10 groups for 1,000 steps is q = 0.1 for 100 steps), and
+/// balls in bins one Gaussian per cycle (1,000 steps over 100 bins: q = 1 for 10 steps).
+#[test]
+fn dp_account_charges_cyclic_and_balls_in_bins_runs_per_cycle() {
+    let sigma = "--noise-multiplier 1 --delta 1e-5 --json";
+    let cyclic = account(&format!(
+        "--q 0.01 --steps 1000 --sampling cyclic-poisson --groups 10 {sigma}"
+    ));
+    let poisson = account(&format!("--q 0.1 --steps 100 {sigma}"));
+    assert_eq!(cyclic["epsilon"], poisson["epsilon"]);
+    let bins = account(&format!(
+        "--steps 1000 --sampling balls-in-bins --groups 100 {sigma}"
+    ));
+    let gaussian = account(&format!("--q 1 --steps 10 {sigma}"));
+    assert_eq!(bins["epsilon"], gaussian["epsilon"]);
+}
+
+/// `--groups` goes with the cyclic schemes only, and a group cannot be sampled above
+/// rate 1; balls in bins takes no rate.
+#[test]
+fn cyclic_accounting_flags_are_checked() {
+    let dp = |args: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dp"));
+        command.arg("account").args(args.split_whitespace());
+        command
+    };
+    let sigma = "--noise-multiplier 1 --delta 1e-5";
+    for (args, flag) in [
+        ("--q 0.01 --steps 10 --sampling cyclic-poisson", "--groups"),
+        ("--q 0.01 --steps 10 --groups 3", "--groups"),
+        (
+            "--q 0.2 --steps 10 --sampling cyclic-poisson --groups 10",
+            "--groups",
+        ),
+        (
+            "--q 0.2 --steps 10 --sampling balls-in-bins --groups 10",
+            "--q",
+        ),
+        (
+            "--q 0.01 --steps 10 --sampling cyclic-poisson --groups 0",
+            "--groups",
+        ),
+    ] {
+        fails_naming(dp(&format!("{args} {sigma}")), flag);
+    }
+}
