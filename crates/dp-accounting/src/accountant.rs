@@ -78,11 +78,6 @@ pub trait Accountant {
     }
 }
 
-/// Validates the event and its count before an accountant mutates anything.
-pub(crate) fn check_composable(event: &DpEvent) -> Result<()> {
-    event.validate()
-}
-
 /// Builds the [`Error::Unsupported`] for `accountant` and `event`.
 pub(crate) fn unsupported(accountant: &'static str, event: &DpEvent, reason: &str) -> Error {
     Error::Unsupported {

@@ -3,12 +3,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
-    PrivacyReport,
+    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
 };
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
 use crate::ledger::Ledger;
+use crate::terms::LeafTerms;
 use crate::validate;
 
 /// Basic composition (Dwork & Roth 2014, Thm 3.16): `(Σεᵢ, Σδᵢ)`.
@@ -160,65 +160,6 @@ impl ApproxDpAccountant {
         config.build()
     }
 
-    fn collect(&self, event: &DpEvent, count: f64, out: &mut Vec<(f64, f64, f64)>) -> Result<()> {
-        match event {
-            DpEvent::NoOp => Ok(()),
-            DpEvent::SelfComposed {
-                event,
-                count: inner,
-            } => self.collect(event, count * *inner as f64, out),
-            DpEvent::Composed { events } => {
-                events.iter().try_for_each(|e| self.collect(e, count, out))
-            }
-            DpEvent::EpsilonDelta { epsilon, delta } => {
-                out.push((*epsilon, *delta, count));
-                Ok(())
-            }
-            DpEvent::Laplace { noise_multiplier } => {
-                out.push((1.0 / noise_multiplier, 0.0, count));
-                Ok(())
-            }
-            DpEvent::Exponential { epsilon } => {
-                out.push((*epsilon, 0.0, count));
-                Ok(())
-            }
-            DpEvent::PoissonSampled {
-                sampling_rate,
-                event: inner,
-            } => {
-                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported(
-                        "approx-dp",
-                        event,
-                        "amplification is for add-or-remove-one neighbours",
-                    ));
-                }
-                let mut inner_steps = Vec::new();
-                self.collect(inner, 1.0, &mut inner_steps)?;
-                let (eps, delta) = basic_composition(
-                    &inner_steps
-                        .iter()
-                        .map(|&(e, d, c)| (e * c, d * c))
-                        .collect::<Vec<_>>(),
-                );
-                let (eps, delta) = amplify(
-                    eps,
-                    delta.min(1.0),
-                    *sampling_rate,
-                    self.config.amplification,
-                )
-                .map_err(|e| unsupported("approx-dp", event, &e.to_string()))?;
-                out.push((eps, delta, count));
-                Ok(())
-            }
-            other => Err(unsupported(
-                "approx-dp",
-                other,
-                "it has no (epsilon, delta) description; use the rdp, pld or zcdp accountant",
-            )),
-        }
-    }
-
     fn spent_delta(&self) -> f64 {
         self.steps.iter().map(|&(_, d, c)| d * c).sum()
     }
@@ -235,6 +176,51 @@ impl ApproxDpAccountant {
     }
 }
 
+impl LeafTerms for ApproxDpAccountant {
+    type Term = (f64, f64);
+
+    /// (ε, δ) of one occurrence of a leaf event.
+    fn leaf_term(&self, event: &DpEvent) -> Result<(f64, f64)> {
+        match event {
+            DpEvent::EpsilonDelta { epsilon, delta } => Ok((*epsilon, *delta)),
+            DpEvent::Laplace { noise_multiplier } => Ok((1.0 / noise_multiplier, 0.0)),
+            DpEvent::Exponential { epsilon } => Ok((*epsilon, 0.0)),
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event: inner,
+            } => {
+                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
+                    return Err(unsupported(
+                        "approx-dp",
+                        event,
+                        "amplification is for add-or-remove-one neighbours",
+                    ));
+                }
+                let (eps, delta) = basic_composition(
+                    &self
+                        .terms(inner, 1)?
+                        .iter()
+                        .map(|&((e, d), c)| (e * c as f64, d * c as f64))
+                        .collect::<Vec<_>>(),
+                );
+                let (eps, delta) = amplify(
+                    eps,
+                    delta.min(1.0),
+                    *sampling_rate,
+                    self.config.amplification,
+                )
+                .map_err(|e| unsupported("approx-dp", event, &e.to_string()))?;
+                Ok((eps, delta))
+            }
+            other => Err(unsupported(
+                "approx-dp",
+                other,
+                "it has no (epsilon, delta) description; use the rdp, pld or zcdp accountant",
+            )),
+        }
+    }
+}
+
 impl Accountant for ApproxDpAccountant {
     fn name(&self) -> &'static str {
         "approx-dp"
@@ -245,15 +231,13 @@ impl Accountant for ApproxDpAccountant {
     }
 
     fn supports(&self, event: &DpEvent) -> Result<()> {
-        check_composable(event)?;
-        self.collect(event, 1.0, &mut Vec::new())
+        self.terms(event, 1).map(drop)
     }
 
     fn compose(&mut self, event: &DpEvent, count: u64) -> Result<()> {
-        check_composable(event)?;
-        let mut new_steps = Vec::new();
-        self.collect(event, count as f64, &mut new_steps)?;
-        self.steps.extend(new_steps);
+        let new_steps = self.terms(event, count)?;
+        self.steps
+            .extend(new_steps.into_iter().map(|((e, d), n)| (e, d, n as f64)));
         self.ledger.record(event.clone(), count);
         Ok(())
     }

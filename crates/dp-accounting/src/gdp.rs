@@ -4,13 +4,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
-    PrivacyReport,
+    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
 };
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GDP};
 use crate::ledger::Ledger;
 use crate::logspace::{log_ndtr, normal_cdf};
+use crate::terms::LeafTerms;
 use crate::validate;
 
 /// μ of the CLT for `steps` Poisson-subsampled Gaussian steps (rate q, noise σ).
@@ -220,19 +220,14 @@ impl GdpAccountant {
     pub fn mu(&self) -> f64 {
         self.mu_squared.sqrt()
     }
+}
 
-    /// Returns (μ² per unit count, whether the CLT was used).
-    fn mu_squared_of(&self, event: &DpEvent) -> Result<(f64, bool)> {
+impl LeafTerms for GdpAccountant {
+    type Term = (f64, bool);
+
+    /// (μ² of one occurrence of a leaf event, whether the CLT was used).
+    fn leaf_term(&self, event: &DpEvent) -> Result<(f64, bool)> {
         match event {
-            DpEvent::NoOp => Ok((0.0, false)),
-            DpEvent::SelfComposed { event, count } => {
-                let (m, a) = self.mu_squared_of(event)?;
-                Ok((m * *count as f64, a))
-            }
-            DpEvent::Composed { events } => events.iter().try_fold((0.0, false), |acc, e| {
-                let (m, a) = self.mu_squared_of(e)?;
-                Ok((acc.0 + m, acc.1 || a))
-            }),
             DpEvent::Gaussian { noise_multiplier } => Ok((noise_multiplier.powi(-2), false)),
             DpEvent::ZCdp { .. } => Err(unsupported("gdp", event, ZCDP_NOT_GDP)),
             DpEvent::PoissonSampled {
@@ -277,15 +272,14 @@ impl Accountant for GdpAccountant {
     }
 
     fn supports(&self, event: &DpEvent) -> Result<()> {
-        check_composable(event)?;
-        self.mu_squared_of(event).map(drop)
+        self.terms(event, 1).map(drop)
     }
 
     fn compose(&mut self, event: &DpEvent, count: u64) -> Result<()> {
-        check_composable(event)?;
-        let (m, asymptotic) = self.mu_squared_of(event)?;
-        self.mu_squared += m * count as f64;
-        self.asymptotic |= asymptotic && count > 0;
+        for ((m, asymptotic), n) in self.terms(event, count)? {
+            self.mu_squared += m * n as f64;
+            self.asymptotic |= asymptotic && n > 0;
+        }
         self.ledger.record(event.clone(), count);
         Ok(())
     }

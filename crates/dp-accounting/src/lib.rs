@@ -55,6 +55,7 @@ mod logspace;
 pub mod pld;
 pub mod rdp;
 mod sampling;
+mod terms;
 mod truncated;
 pub mod validate;
 mod zcdp;

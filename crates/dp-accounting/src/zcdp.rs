@@ -3,12 +3,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
-    PrivacyReport,
+    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
 };
 use crate::error::Result;
 use crate::event::{DpEvent, NeighbouringRelation};
 use crate::ledger::Ledger;
+use crate::terms::LeafTerms;
 use crate::validate;
 
 /// How ρ-zCDP becomes (ε, δ)-DP.
@@ -145,25 +145,20 @@ impl ZcdpAccountant {
     pub fn rho(&self) -> f64 {
         self.rho
     }
+}
 
-    /// Returns (ρ, ξ) per unit count.
-    fn rho_of(event: &DpEvent) -> Result<(f64, f64)> {
+impl LeafTerms for ZcdpAccountant {
+    type Term = (f64, f64);
+
+    /// (ρ, ξ) of one occurrence of a leaf event.
+    fn leaf_term(&self, event: &DpEvent) -> Result<(f64, f64)> {
         let pure = |eps: f64| Ok((eps * eps / 2.0, 0.0));
         match event {
-            DpEvent::NoOp => Ok((0.0, 0.0)),
             DpEvent::Gaussian { noise_multiplier } => Ok((0.5 * noise_multiplier.powi(-2), 0.0)),
             DpEvent::ZCdp { rho, xi } => Ok((*rho, *xi)),
             DpEvent::Laplace { noise_multiplier } => pure(1.0 / noise_multiplier),
             DpEvent::EpsilonDelta { epsilon, delta } if *delta == 0.0 => pure(*epsilon),
             DpEvent::Exponential { epsilon } => Ok((epsilon * epsilon / 8.0, 0.0)),
-            DpEvent::SelfComposed { event, count } => {
-                let (r, x) = Self::rho_of(event)?;
-                Ok((r * *count as f64, x * *count as f64))
-            }
-            DpEvent::Composed { events } => events.iter().try_fold((0.0, 0.0), |acc, e| {
-                let (r, x) = Self::rho_of(e)?;
-                Ok((acc.0 + r, acc.1 + x))
-            }),
             DpEvent::PoissonSampled { .. } | DpEvent::SampledWithoutReplacement { .. } => {
                 Err(unsupported(
                     "zcdp",
@@ -186,15 +181,14 @@ impl Accountant for ZcdpAccountant {
     }
 
     fn supports(&self, event: &DpEvent) -> Result<()> {
-        check_composable(event)?;
-        Self::rho_of(event).map(drop)
+        self.terms(event, 1).map(drop)
     }
 
     fn compose(&mut self, event: &DpEvent, count: u64) -> Result<()> {
-        check_composable(event)?;
-        let (rho, xi) = Self::rho_of(event)?;
-        self.rho += rho * count as f64;
-        self.xi += xi * count as f64;
+        for ((rho, xi), n) in self.terms(event, count)? {
+            self.rho += rho * n as f64;
+            self.xi += xi * n as f64;
+        }
         self.ledger.record(event.clone(), count);
         Ok(())
     }

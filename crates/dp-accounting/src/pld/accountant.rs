@@ -10,12 +10,12 @@ use super::mechanism::{
 use super::pmf::LossPmf;
 use super::replace_gaussian::ReplaceGaussian;
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
-    PrivacyReport,
+    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
 };
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GAUSSIAN_PLD};
 use crate::ledger::Ledger;
+use crate::terms::LeafTerms;
 use crate::truncated::{truncated_parts, TruncatedPoissonBound, TruncationSplit};
 use crate::validate;
 
@@ -135,9 +135,9 @@ struct PendingLeaf {
     pending: u64,
 }
 
-/// A leaf event the PLD accountant understands, with its composition count.
+/// A leaf event the PLD accountant understands (its term in the walk, `terms.rs`).
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Leaf {
+pub(crate) enum Leaf {
     Mechanism {
         noise: Noise,
         sampling_rate: f64,
@@ -163,115 +163,6 @@ impl PldAccountant {
     /// The config.
     pub fn config(&self) -> &PldConfig {
         &self.config
-    }
-
-    fn leaves(&self, event: &DpEvent, count: u64, out: &mut Vec<(Leaf, u64)>) -> Result<()> {
-        match event {
-            DpEvent::NoOp => Ok(()),
-            DpEvent::SelfComposed {
-                event,
-                count: inner,
-            } => self.leaves(event, count.saturating_mul(*inner), out),
-            DpEvent::Composed { events } => {
-                events.iter().try_for_each(|e| self.leaves(e, count, out))
-            }
-            DpEvent::Gaussian { noise_multiplier } => {
-                out.push((
-                    Leaf::Mechanism {
-                        noise: Noise::Gaussian {
-                            sigma: *noise_multiplier,
-                        },
-                        sampling_rate: 1.0,
-                    },
-                    count,
-                ));
-                Ok(())
-            }
-            DpEvent::Laplace { noise_multiplier } => {
-                out.push((
-                    Leaf::Mechanism {
-                        noise: Noise::Laplace {
-                            scale: *noise_multiplier,
-                        },
-                        sampling_rate: 1.0,
-                    },
-                    count,
-                ));
-                Ok(())
-            }
-            DpEvent::EpsilonDelta { epsilon, delta } => {
-                out.push((
-                    Leaf::PureOrApprox {
-                        epsilon: *epsilon,
-                        delta: *delta,
-                    },
-                    count,
-                ));
-                Ok(())
-            }
-            DpEvent::Exponential { epsilon } => {
-                out.push((
-                    Leaf::PureOrApprox {
-                        epsilon: *epsilon,
-                        delta: 0.0,
-                    },
-                    count,
-                ));
-                Ok(())
-            }
-            DpEvent::PoissonSampled {
-                sampling_rate,
-                event: inner,
-            } => {
-                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported(
-                        "pld",
-                        event,
-                        "Poisson subsampling is accounted under add-or-remove-one neighbours",
-                    ));
-                }
-                let noise = if let Some(sigma) = inner.effective_gaussian_noise_multiplier() {
-                    Noise::Gaussian { sigma }
-                } else if let DpEvent::Laplace { noise_multiplier } = **inner {
-                    Noise::Laplace {
-                        scale: noise_multiplier,
-                    }
-                } else if inner.contains_zcdp() {
-                    return Err(unsupported("pld", event, ZCDP_NOT_GAUSSIAN_PLD));
-                } else {
-                    return Err(unsupported(
-                        "pld",
-                        event,
-                        "the sampled event must be a Gaussian, a composition of Gaussians, or a Laplace",
-                    ));
-                };
-                out.push((
-                    Leaf::Mechanism {
-                        noise,
-                        sampling_rate: *sampling_rate,
-                    },
-                    count,
-                ));
-                Ok(())
-            }
-            DpEvent::TruncatedPoissonGaussian { .. } => {
-                let (sigma, sampling_rate, split) =
-                    truncated_parts(event, self.config.relation, "pld")?;
-                let leaf = Leaf::Truncated {
-                    sigma,
-                    sampling_rate,
-                    split,
-                };
-                out.push((leaf, count));
-                Ok(())
-            }
-            DpEvent::ZCdp { .. } => Err(unsupported("pld", event, ZCDP_NOT_GAUSSIAN_PLD)),
-            other => Err(unsupported(
-                "pld",
-                other,
-                "no privacy loss distribution is implemented for it",
-            )),
-        }
     }
 
     /// `(remove, add)` with every pending count composed in (kept for the next question).
@@ -384,6 +275,82 @@ impl PldAccountant {
     }
 }
 
+impl LeafTerms for PldAccountant {
+    type Term = Leaf;
+
+    fn leaf_term(&self, event: &DpEvent) -> Result<Leaf> {
+        match event {
+            DpEvent::Gaussian { noise_multiplier } => Ok(Leaf::Mechanism {
+                noise: Noise::Gaussian {
+                    sigma: *noise_multiplier,
+                },
+                sampling_rate: 1.0,
+            }),
+            DpEvent::Laplace { noise_multiplier } => Ok(Leaf::Mechanism {
+                noise: Noise::Laplace {
+                    scale: *noise_multiplier,
+                },
+                sampling_rate: 1.0,
+            }),
+            DpEvent::EpsilonDelta { epsilon, delta } => Ok(Leaf::PureOrApprox {
+                epsilon: *epsilon,
+                delta: *delta,
+            }),
+            DpEvent::Exponential { epsilon } => Ok(Leaf::PureOrApprox {
+                epsilon: *epsilon,
+                delta: 0.0,
+            }),
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event: inner,
+            } => {
+                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
+                    return Err(unsupported(
+                        "pld",
+                        event,
+                        "Poisson subsampling is accounted under add-or-remove-one neighbours",
+                    ));
+                }
+                let noise = if let Some(sigma) = inner.effective_gaussian_noise_multiplier() {
+                    Noise::Gaussian { sigma }
+                } else if let DpEvent::Laplace { noise_multiplier } = **inner {
+                    Noise::Laplace {
+                        scale: noise_multiplier,
+                    }
+                } else if inner.contains_zcdp() {
+                    return Err(unsupported("pld", event, ZCDP_NOT_GAUSSIAN_PLD));
+                } else {
+                    return Err(unsupported(
+                        "pld",
+                        event,
+                        "the sampled event must be a Gaussian, a composition of Gaussians, or a Laplace",
+                    ));
+                };
+                Ok(Leaf::Mechanism {
+                    noise,
+                    sampling_rate: *sampling_rate,
+                })
+            }
+            DpEvent::TruncatedPoissonGaussian { .. } => {
+                let (sigma, sampling_rate, split) =
+                    truncated_parts(event, self.config.relation, "pld")?;
+                let leaf = Leaf::Truncated {
+                    sigma,
+                    sampling_rate,
+                    split,
+                };
+                Ok(leaf)
+            }
+            DpEvent::ZCdp { .. } => Err(unsupported("pld", event, ZCDP_NOT_GAUSSIAN_PLD)),
+            other => Err(unsupported(
+                "pld",
+                other,
+                "no privacy loss distribution is implemented for it",
+            )),
+        }
+    }
+}
+
 impl Accountant for PldAccountant {
     fn name(&self) -> &'static str {
         "pld"
@@ -394,14 +361,11 @@ impl Accountant for PldAccountant {
     }
 
     fn supports(&self, event: &DpEvent) -> Result<()> {
-        check_composable(event)?;
-        self.leaves(event, 1, &mut Vec::new())
+        self.terms(event, 1).map(drop)
     }
 
     fn compose(&mut self, event: &DpEvent, count: u64) -> Result<()> {
-        check_composable(event)?;
-        let mut leaves = Vec::new();
-        self.leaves(event, count, &mut leaves)?;
+        let leaves = self.terms(event, count)?;
         // Build every new leaf's PLDs first, so that a failure leaves the accountant
         // unchanged.
         let mut fresh: Vec<PendingLeaf> = Vec::new();

@@ -6,13 +6,13 @@ use super::conversion::Conversion;
 use super::curves::{self, FractionalSeries};
 use super::orders::OrderGrid;
 use crate::accountant::{
-    check_composable, check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee,
-    PrivacyReport,
+    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
 };
 use crate::error::Result;
 use crate::event::{DpEvent, NeighbouringRelation};
 use crate::ledger::Ledger;
 use crate::logspace::log_add;
+use crate::terms::LeafTerms;
 use crate::truncated::{truncated_parts, TruncationSplit};
 
 /// Settings of an [`RdpAccountant`]; plain data with defaults.
@@ -115,113 +115,6 @@ impl RdpAccountant {
         }
     }
 
-    /// Flattens the event tree into per-step curves with their counts; mutates nothing.
-    fn collect(&self, event: &DpEvent, count: u64, out: &mut Vec<(Curve, u64)>) -> Result<()> {
-        let name = self.display_name();
-        let gaussian_like = |inner: &DpEvent| {
-            inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
-                let reason = if inner.contains_zcdp() {
-                    "the bound for sampling without replacement implemented here is the Gaussian's, and rho-zCDP does not imply the Gaussian's subsampled RDP curve"
-                } else {
-                    "the sampled event must be a Gaussian or a composition of Gaussians"
-                };
-                unsupported(name, event, reason)
-            })
-        };
-        let curve = match event {
-            DpEvent::NoOp => return Ok(()),
-            DpEvent::SelfComposed {
-                event: inner,
-                count: inner_count,
-            } => {
-                return self.collect(inner, count.saturating_mul(*inner_count), out);
-            }
-            DpEvent::Composed { events } => {
-                return events.iter().try_for_each(|e| self.collect(e, count, out));
-            }
-            DpEvent::Gaussian { noise_multiplier } => Curve::PoissonGaussian {
-                q: 1.0,
-                sigma: *noise_multiplier,
-            },
-            DpEvent::Laplace { noise_multiplier } => Curve::Laplace {
-                b: *noise_multiplier,
-            },
-            DpEvent::ZCdp { rho, xi } => Curve::Zcdp { rho: *rho, xi: *xi },
-            DpEvent::Exponential { epsilon } => Curve::Exponential { epsilon: *epsilon },
-            DpEvent::EpsilonDelta { epsilon, delta } => Curve::EpsilonDelta {
-                epsilon: *epsilon,
-                delta: *delta,
-            },
-            DpEvent::PoissonSampled {
-                sampling_rate,
-                event: inner,
-            } => {
-                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported(
-                        name,
-                        event,
-                        "Poisson subsampling is accounted under add-or-remove-one neighbours",
-                    ));
-                }
-                match inner.effective_gaussian_noise_multiplier() {
-                    Some(sigma) => Curve::PoissonGaussian {
-                        q: *sampling_rate,
-                        sigma,
-                    },
-                    // Any other mechanism run on the sample: the general bound over its
-                    // own (unsampled) curve.
-                    None => {
-                        let mut parts = Vec::new();
-                        self.collect(inner, 1, &mut parts)?;
-                        let sampled_or_delta = parts.iter().any(|(c, _)| match c {
-                            Curve::PoissonGaussian { q, .. } => *q < 1.0,
-                            Curve::EpsilonDelta { delta, .. } => *delta > 0.0,
-                            Curve::SampledWithoutReplacement { .. }
-                            | Curve::TruncatedPoissonGaussian { .. }
-                            | Curve::PoissonGeneral { .. } => true,
-                            _ => false,
-                        });
-                        if sampled_or_delta {
-                            return Err(unsupported(
-                                name,
-                                event,
-                                "a Poisson-sampled event must contain only unsampled mechanisms with delta = 0",
-                            ));
-                        }
-                        Curve::PoissonGeneral {
-                            q: *sampling_rate,
-                            parts,
-                        }
-                    }
-                }
-            }
-            DpEvent::TruncatedPoissonGaussian { .. } => {
-                let (sigma, q, split) = truncated_parts(event, self.config.relation, name)?;
-                Curve::TruncatedPoissonGaussian { q, sigma, split }
-            }
-            DpEvent::SampledWithoutReplacement {
-                source_dataset_size,
-                sample_size,
-                event: inner,
-            } => {
-                if self.config.relation != NeighbouringRelation::ReplaceOne {
-                    return Err(unsupported(
-                        name,
-                        event,
-                        "sampling without replacement is accounted under replace-one neighbours",
-                    ));
-                }
-                let q = *sample_size as f64 / *source_dataset_size as f64;
-                Curve::SampledWithoutReplacement {
-                    q,
-                    sigma: gaussian_like(inner)?,
-                }
-            }
-        };
-        out.push((curve, count));
-        Ok(())
-    }
-
     /// Adds `count` × the curve at every order (and the δ of `EpsilonDelta` events).
     fn add(&mut self, curve: Curve, count: u64) {
         if count == 0 {
@@ -304,7 +197,7 @@ impl Curve {
 
 /// A per-step RDP curve the accountant knows how to evaluate.
 #[derive(Clone, Debug)]
-enum Curve {
+pub(crate) enum Curve {
     /// Poisson sampling (rate q) of any unsampled mechanisms: the general bound over the
     /// sum of their curves.
     PoissonGeneral {
@@ -343,6 +236,108 @@ enum Curve {
     },
 }
 
+impl LeafTerms for RdpAccountant {
+    type Term = Curve;
+
+    /// One leaf event as its per-step RDP curve; mutates nothing.
+    fn leaf_term(&self, event: &DpEvent) -> Result<Curve> {
+        let name = self.display_name();
+        let gaussian_like = |inner: &DpEvent| {
+            inner.effective_gaussian_noise_multiplier().ok_or_else(|| {
+                let reason = if inner.contains_zcdp() {
+                    "the bound for sampling without replacement implemented here is the Gaussian's, and rho-zCDP does not imply the Gaussian's subsampled RDP curve"
+                } else {
+                    "the sampled event must be a Gaussian or a composition of Gaussians"
+                };
+                unsupported(name, event, reason)
+            })
+        };
+        let curve = match event {
+            DpEvent::NoOp | DpEvent::SelfComposed { .. } | DpEvent::Composed { .. } => {
+                return Err(unsupported(name, event, "not a leaf event"));
+            }
+            DpEvent::Gaussian { noise_multiplier } => Curve::PoissonGaussian {
+                q: 1.0,
+                sigma: *noise_multiplier,
+            },
+            DpEvent::Laplace { noise_multiplier } => Curve::Laplace {
+                b: *noise_multiplier,
+            },
+            DpEvent::ZCdp { rho, xi } => Curve::Zcdp { rho: *rho, xi: *xi },
+            DpEvent::Exponential { epsilon } => Curve::Exponential { epsilon: *epsilon },
+            DpEvent::EpsilonDelta { epsilon, delta } => Curve::EpsilonDelta {
+                epsilon: *epsilon,
+                delta: *delta,
+            },
+            DpEvent::PoissonSampled {
+                sampling_rate,
+                event: inner,
+            } => {
+                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
+                    return Err(unsupported(
+                        name,
+                        event,
+                        "Poisson subsampling is accounted under add-or-remove-one neighbours",
+                    ));
+                }
+                match inner.effective_gaussian_noise_multiplier() {
+                    Some(sigma) => Curve::PoissonGaussian {
+                        q: *sampling_rate,
+                        sigma,
+                    },
+                    // Any other mechanism run on the sample: the general bound over its
+                    // own (unsampled) curve.
+                    None => {
+                        let parts = self.terms(inner, 1)?;
+                        let sampled_or_delta = parts.iter().any(|(c, _)| match c {
+                            Curve::PoissonGaussian { q, .. } => *q < 1.0,
+                            Curve::EpsilonDelta { delta, .. } => *delta > 0.0,
+                            Curve::SampledWithoutReplacement { .. }
+                            | Curve::TruncatedPoissonGaussian { .. }
+                            | Curve::PoissonGeneral { .. } => true,
+                            _ => false,
+                        });
+                        if sampled_or_delta {
+                            return Err(unsupported(
+                                name,
+                                event,
+                                "a Poisson-sampled event must contain only unsampled mechanisms with delta = 0",
+                            ));
+                        }
+                        Curve::PoissonGeneral {
+                            q: *sampling_rate,
+                            parts,
+                        }
+                    }
+                }
+            }
+            DpEvent::TruncatedPoissonGaussian { .. } => {
+                let (sigma, q, split) = truncated_parts(event, self.config.relation, name)?;
+                Curve::TruncatedPoissonGaussian { q, sigma, split }
+            }
+            DpEvent::SampledWithoutReplacement {
+                source_dataset_size,
+                sample_size,
+                event: inner,
+            } => {
+                if self.config.relation != NeighbouringRelation::ReplaceOne {
+                    return Err(unsupported(
+                        name,
+                        event,
+                        "sampling without replacement is accounted under replace-one neighbours",
+                    ));
+                }
+                let q = *sample_size as f64 / *source_dataset_size as f64;
+                Curve::SampledWithoutReplacement {
+                    q,
+                    sigma: gaussian_like(inner)?,
+                }
+            }
+        };
+        Ok(curve)
+    }
+}
+
 impl Accountant for RdpAccountant {
     fn name(&self) -> &'static str {
         self.display_name()
@@ -353,15 +348,11 @@ impl Accountant for RdpAccountant {
     }
 
     fn supports(&self, event: &DpEvent) -> Result<()> {
-        check_composable(event)?;
-        self.collect(event, 1, &mut Vec::new())
+        self.terms(event, 1).map(drop)
     }
 
     fn compose(&mut self, event: &DpEvent, count: u64) -> Result<()> {
-        check_composable(event)?;
-        let mut terms = Vec::new();
-        self.collect(event, count, &mut terms)?;
-        for (curve, count) in terms {
+        for (curve, count) in self.terms(event, count)? {
             self.add(curve, count);
         }
         self.ledger.record(event.clone(), count);
