@@ -46,6 +46,7 @@ fn first_sentence(finding: &str) -> String {
 pub fn claim_box(root: &Path, paper: &str) -> Result<String> {
     let mut all = Vec::new();
     let mut findings = Vec::new();
+    let mut reported = 0;
     for table in load_paper(paper)?.0 {
         let path = root.join(paper).join(format!("{}.json", table.heading.id));
         let Ok(text) = std::fs::read_to_string(&path) else {
@@ -53,9 +54,18 @@ pub fn claim_box(root: &Path, paper: &str) -> Result<String> {
         };
         let report: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        reported += 1;
         all.extend(claims(&report));
         let first = report["findings"].as_array().into_iter().flatten();
         findings.extend(first.filter_map(|f| f.as_str()).take(2).map(first_sentence));
+    }
+    if reported == 0 {
+        return Ok([
+            START.to_string(),
+            "> **What held, what did not** — not run yet: no table of this paper has committed results.".into(),
+            END.to_string(),
+        ]
+        .join("\n"));
     }
     if all.is_empty() {
         return Ok([
