@@ -8,6 +8,11 @@
 //!
 //! Events never know accountants: an accountant interprets an event tree, and refuses
 //! (with [`Error::Unsupported`](crate::Error::Unsupported)) what it cannot account for.
+//!
+//! **Contract.** Events are data that outlive this code: ledgers in checkpoints and in
+//! committed results are replayed into fresh accountants (`ledger.rs`, `replay.rs`). So a
+//! variant or field is never removed and its meaning never changed — a new analysis is a
+//! new variant — and every event read back is validated ([`DpEvent::validate`]).
 
 use std::fmt;
 

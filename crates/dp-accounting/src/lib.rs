@@ -43,6 +43,7 @@
 mod accountant;
 mod audit;
 mod boxed;
+mod budget;
 mod calibrate;
 mod composition;
 mod error;
@@ -54,6 +55,7 @@ mod ledger;
 mod logspace;
 pub mod pld;
 pub mod rdp;
+mod replay;
 mod sampling;
 mod terms;
 mod truncated;
@@ -63,6 +65,7 @@ mod zcdp;
 pub use accountant::{Accountant, Guarantee, PrivacyReport};
 pub use audit::{one_run_epsilon_lower_bound, one_run_p_value, AuditOutcome};
 pub use boxed::DynAccountant;
+pub use budget::{Budget, BudgetFilter, Reservation};
 pub use calibrate::{calibrate_noise, calibrate_steps, Calibrated, CalibrationOptions};
 pub use composition::{
     advanced_composition, amplify, basic_composition, sampled_advanced_composition, Amplification,
@@ -76,7 +79,7 @@ pub use fdp_audit::{
 };
 pub use gdp::{GdpAccountant, GdpConfig};
 pub use kind::AccountantKind;
-pub use ledger::{Budget, BudgetFilter, Ledger, LedgerEntry, Reservation};
+pub use ledger::{Ledger, LedgerEntry};
 pub use pld::{PldAccountant, PldConfig};
 pub use rdp::{Conversion, FractionalSeries, OrderGrid, RdpAccountant, RdpConfig};
 pub use sampling::SamplingScheme;

@@ -22,7 +22,7 @@ use dp_optim::{
 use serde_json::json;
 
 use super::distributed::seam;
-use super::train_config;
+use super::train_config::{self, MAX_BATCH};
 use super::{check_delta, check_noise_multiplier, check_positive};
 use crate::args::{AccountantChoice, DatasetChoice, MechanismChoice, ModelChoice, TrainArgs};
 use crate::interrupt::{Interrupt, Interrupted};
@@ -30,9 +30,6 @@ use crate::output::{diag, epsilon_json, epsilon_text, short};
 
 /// The longest run `dp train` accepts, in steps.
 const MAX_STEPS: f64 = 1e7;
-
-/// The largest logical (and physical) batch `dp train` accepts: MNIST's training set.
-pub(super) const MAX_BATCH: usize = 60_000;
 
 pub fn run(args: &TrainArgs) -> Result<String> {
     check_args(args)?;

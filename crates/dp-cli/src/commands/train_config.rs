@@ -5,12 +5,14 @@ use anyhow::{bail, Result};
 use dp_accounting::{AccountantKind, OrderGrid};
 use dp_optim::{BandMf, Clipping, NoiseCorrelation, Optimizer, PrivacyConfig, Sampler};
 
-use super::train::MAX_BATCH;
 use crate::args::{
     AccountantChoice, ClippingChoice, MechanismChoice, OptimizerChoice, OrdersChoice, TrainArgs,
     TrainSampling,
 };
 use crate::output::{diag, short};
+
+/// The largest logical (and physical) batch `dp train` accepts: MNIST's training set.
+pub const MAX_BATCH: usize = 60_000;
 
 pub fn sampler(args: &TrainArgs, n: usize) -> Result<Sampler> {
     let b = args.batch_size;
