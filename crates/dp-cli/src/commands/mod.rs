@@ -101,6 +101,55 @@ pub fn check_positive(flag: &str, value: f64) -> Result<f64> {
     Ok(value)
 }
 
+/// The sampling scheme `--sampling` names, at the per-step rate `sampling_rate`.
+fn scheme_of(
+    args: &RunArgs,
+    sampling_rate: f64,
+    sizes: Option<(u64, u64)>,
+    groups: Option<u64>,
+) -> Result<SamplingScheme> {
+    Ok(match (args.sampling, sizes, args.max_batch_size) {
+        (SamplingChoice::Poisson, _, None) => SamplingScheme::Poisson { sampling_rate },
+        (SamplingChoice::CyclicPoisson | SamplingChoice::BallsInBins, _, None) => {
+            let groups = groups.unwrap_or(1);
+            let within = sampling_rate * groups as f64;
+            if within > 1.0 + 1e-12 {
+                bail!(
+                    "--groups ({groups}) times the per-step rate ({}) must be at most 1: each group is sampled at that rate",
+                    short(sampling_rate)
+                );
+            }
+            SamplingScheme::CyclicPoisson {
+                groups,
+                sampling_rate: within.min(1.0),
+            }
+        }
+        (SamplingChoice::WithoutReplacement, Some((dataset_size, batch_size)), None) => {
+            SamplingScheme::FixedSize {
+                dataset_size,
+                batch_size,
+            }
+        }
+        (SamplingChoice::WithoutReplacement, None, None) => {
+            bail!("--sampling without-replacement needs --dataset-size and --batch-size")
+        }
+        (SamplingChoice::TruncatedPoisson, Some((dataset_size, _)), Some(cap)) if cap > 0 => {
+            SamplingScheme::TruncatedPoisson {
+                dataset_size,
+                sampling_rate,
+                max_batch_size: cap,
+            }
+        }
+        (SamplingChoice::TruncatedPoisson, Some(_), Some(cap)) => {
+            bail!("--max-batch-size ({cap}) must be >= 1")
+        }
+        (SamplingChoice::TruncatedPoisson, _, _) => bail!(
+            "--sampling truncated-poisson needs --dataset-size, --batch-size and --max-batch-size"
+        ),
+        (_, _, Some(_)) => bail!("--max-batch-size needs --sampling truncated-poisson"),
+    })
+}
+
 /// `--groups`, which the cyclic schemes need and the others refuse.
 fn check_groups(args: &RunArgs) -> Result<Option<u64>> {
     let cyclic = matches!(
@@ -179,46 +228,7 @@ pub fn resolve_run(args: &RunArgs, steps_required: bool) -> Result<Run> {
         (None, None) if steps_required => bail!("missing the run length: give --steps or --epochs"),
         (None, None) => None,
     };
-    let scheme = match (args.sampling, sizes, args.max_batch_size) {
-        (SamplingChoice::Poisson, _, None) => SamplingScheme::Poisson { sampling_rate },
-        (SamplingChoice::CyclicPoisson | SamplingChoice::BallsInBins, _, None) => {
-            let groups = groups.unwrap_or(1);
-            let within = sampling_rate * groups as f64;
-            if within > 1.0 + 1e-12 {
-                bail!(
-                    "--groups ({groups}) times the per-step rate ({}) must be at most 1: each group is sampled at that rate",
-                    short(sampling_rate)
-                );
-            }
-            SamplingScheme::CyclicPoisson {
-                groups,
-                sampling_rate: within.min(1.0),
-            }
-        }
-        (SamplingChoice::WithoutReplacement, Some((dataset_size, batch_size)), None) => {
-            SamplingScheme::FixedSize {
-                dataset_size,
-                batch_size,
-            }
-        }
-        (SamplingChoice::WithoutReplacement, None, None) => {
-            bail!("--sampling without-replacement needs --dataset-size and --batch-size")
-        }
-        (SamplingChoice::TruncatedPoisson, Some((dataset_size, _)), Some(cap)) if cap > 0 => {
-            SamplingScheme::TruncatedPoisson {
-                dataset_size,
-                sampling_rate,
-                max_batch_size: cap,
-            }
-        }
-        (SamplingChoice::TruncatedPoisson, Some(_), Some(cap)) => {
-            bail!("--max-batch-size ({cap}) must be >= 1")
-        }
-        (SamplingChoice::TruncatedPoisson, _, _) => bail!(
-            "--sampling truncated-poisson needs --dataset-size, --batch-size and --max-batch-size"
-        ),
-        (_, _, Some(_)) => bail!("--max-batch-size needs --sampling truncated-poisson"),
-    };
+    let scheme = scheme_of(args, sampling_rate, sizes, groups)?;
     let orders = match args.orders {
         OrdersChoice::Opacus => OrderGrid::Opacus,
         OrdersChoice::DpAccounting => OrderGrid::DpAccounting,
