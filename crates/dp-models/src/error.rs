@@ -57,7 +57,7 @@ pub enum Error {
     /// is not covered by a DP layer, is used outside one, or received no per-sample
     /// gradient. Raised before anything is released.
     #[error("parameter {parameter} {reason}")]
-    NotPrivate {
+    UnprotectedParameter {
         /// The parameter's name in its `VarMap`.
         parameter: String,
         /// What is wrong.

@@ -46,12 +46,12 @@ pub enum Error {
     #[error("the algorithm's step took no engine step: the loop could not end")]
     StepNotTaken,
     /// The step would take ε past the budget: training stops before it.
-    #[error("privacy budget reached: one more step would make epsilon {epsilon} > {budget} at delta {delta}")]
-    BudgetExhausted {
+    #[error("privacy budget reached: one more step would make epsilon {epsilon} > {budget_epsilon} at delta {delta}")]
+    BudgetExceeded {
         /// ε after the refused step.
         epsilon: f64,
-        /// The budget.
-        budget: f64,
+        /// The budget's ε.
+        budget_epsilon: f64,
         /// The budget's δ.
         delta: f64,
     },

@@ -165,7 +165,7 @@ impl Trainer<'_> {
             let before = engine.steps();
             let report = match algorithm.step(engine, train) {
                 Ok(report) => report,
-                Err(Error::BudgetExhausted { .. }) => {
+                Err(Error::BudgetExceeded { .. }) => {
                     outcome.stopped_by_budget = true;
                     break;
                 }

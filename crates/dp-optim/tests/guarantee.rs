@@ -216,7 +216,7 @@ fn the_budget_holds_across_a_resume_with_a_new_sigma() -> dp_optim::Result<()> {
     loop {
         match first.step(&data) {
             Ok(_) => {}
-            Err(Error::BudgetExhausted { epsilon, .. }) => {
+            Err(Error::BudgetExceeded { epsilon, .. }) => {
                 eprintln!(
                     "stopped at step {} (epsilon would be {epsilon})",
                     first.steps()
@@ -234,10 +234,12 @@ fn the_budget_holds_across_a_resume_with_a_new_sigma() -> dp_optim::Result<()> {
     loop {
         match resumed.step(&data) {
             Ok(_) => extra += 1,
-            Err(Error::BudgetExhausted {
-                epsilon, budget, ..
+            Err(Error::BudgetExceeded {
+                epsilon,
+                budget_epsilon,
+                ..
             }) => {
-                assert!(epsilon > budget && epsilon.is_finite(), "{epsilon}");
+                assert!(epsilon > budget_epsilon && epsilon.is_finite(), "{epsilon}");
                 break;
             }
             Err(e) => return Err(e),
@@ -273,7 +275,7 @@ fn extra_charges_count_against_the_budget() -> dp_optim::Result<()> {
     let stopped = loop {
         match crate::anneal(&mut e, &data, &annealing, &mut state) {
             Ok(_) => assert!(e.epsilon()?.expect("private") <= 2.0),
-            Err(Error::BudgetExhausted { .. }) => break e.steps(),
+            Err(Error::BudgetExceeded { .. }) => break e.steps(),
             Err(other) => return Err(other),
         }
     };
@@ -286,7 +288,7 @@ fn extra_charges_count_against_the_budget() -> dp_optim::Result<()> {
     let before = e.epsilon()?;
     assert!(matches!(
         e.charge(&DpEvent::gaussian(0.01)),
-        Err(Error::BudgetExhausted { .. })
+        Err(Error::BudgetExceeded { .. })
     ));
     assert_eq!(e.epsilon()?, before);
     Ok(())

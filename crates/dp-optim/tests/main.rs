@@ -202,7 +202,7 @@ fn budget_stops_training_before_it_is_exceeded() -> dp_optim::Result<()> {
         e.step(&data)?;
     }
     assert!(e.epsilon()?.expect("private") <= 3.0);
-    assert!(matches!(e.step(&data), Err(Error::BudgetExhausted { .. })));
+    assert!(matches!(e.step(&data), Err(Error::BudgetExceeded { .. })));
     assert_eq!(e.steps(), max, "the refused step changed nothing");
     Ok(())
 }

@@ -241,7 +241,7 @@ impl Taps {
                 let slot = params
                     .iter()
                     .position(|p| p.var.as_tensor().id() == id)
-                    .ok_or_else(|| Error::NotPrivate {
+                    .ok_or_else(|| Error::UnprotectedParameter {
                         parameter: "(unnamed)".into(),
                         reason:
                             "is used by a DP layer but was not created through its DpVarBuilder",
@@ -254,7 +254,7 @@ impl Taps {
             .zip(&contributions)
             .find(|(_, c)| c.is_empty())
         {
-            return Err(Error::NotPrivate {
+            return Err(Error::UnprotectedParameter {
                 parameter: p.name.clone(),
                 reason: "received no per-sample gradient: its layer is not on the loss's path in this forward",
             });
@@ -275,7 +275,7 @@ fn check_no_leak(params: &[Param], grads: &GradStore) -> Result<()> {
         .iter()
         .find(|p| grads.get(p.var.as_tensor()).is_some())
     {
-        Some(p) => Err(Error::NotPrivate {
+        Some(p) => Err(Error::UnprotectedParameter {
             parameter: p.name.clone(),
             reason: "is used outside its DP layer (its gradient there would be unclipped)",
         }),

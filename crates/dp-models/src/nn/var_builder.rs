@@ -92,7 +92,7 @@ impl Taps {
         names.sort();
         for name in names {
             if !self.is_registered(&data[name]) {
-                return Err(Error::NotPrivate {
+                return Err(Error::UnprotectedParameter {
                     parameter: name.clone(),
                     reason: "is not covered by a DP layer (create it through a DpVarBuilder layer)",
                 });

@@ -30,8 +30,8 @@ const RULE: ClipRule = ClipRule::Flat { max_norm: 1.0 };
 
 fn named(e: Error) -> String {
     match e {
-        Error::NotPrivate { parameter, .. } => parameter,
-        other => panic!("expected NotPrivate, got {other}"),
+        Error::UnprotectedParameter { parameter, .. } => parameter,
+        other => panic!("expected UnprotectedParameter, got {other}"),
     }
 }
 

@@ -180,8 +180,8 @@ fn a_trainable_var_outside_the_dp_layers_is_still_refused() {
     let plain = VarBuilder::from_varmap(&varmap, candle_core::DType::F32, &Device::Cpu);
     let _leak = candle_nn::linear(4, 1, plain.pp("plain")).expect("plain layer");
     match nn::PrivateNet::new(&varmap, &taps, &Device::Cpu, never) {
-        Err(Error::NotPrivate { parameter, .. }) => assert_eq!(parameter, "plain.bias"),
-        other => panic!("expected NotPrivate, got {:?}", other.err()),
+        Err(Error::UnprotectedParameter { parameter, .. }) => assert_eq!(parameter, "plain.bias"),
+        other => panic!("expected UnprotectedParameter, got {:?}", other.err()),
     }
 }
 

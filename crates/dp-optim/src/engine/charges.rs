@@ -14,16 +14,16 @@ use crate::error::{Error, Result};
 use crate::sampler::Sampler;
 use dp_accounting::validate;
 
-/// [`dp_accounting::Error::BudgetExceeded`] as the engine's [`Error::BudgetExhausted`].
+/// [`dp_accounting::Error::BudgetExceeded`] as the engine's [`Error::BudgetExceeded`].
 fn budget_error(e: dp_accounting::Error) -> Error {
     match e {
         dp_accounting::Error::BudgetExceeded {
             epsilon,
             budget_epsilon,
             delta,
-        } => Error::BudgetExhausted {
+        } => Error::BudgetExceeded {
             epsilon,
-            budget: budget_epsilon,
+            budget_epsilon,
             delta,
         },
         other => other.into(),
@@ -86,7 +86,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     }
 
     /// Charges an extra event (e.g. a privatised acceptance test) to the ledger, under
-    /// the budget ([`Error::BudgetExhausted`] and no change if it does not fit); an error
+    /// the budget ([`Error::BudgetExceeded`] and no change if it does not fit); an error
     /// for non-private runs, since nothing would record it. Call it *before* releasing
     /// what the event covers.
     pub fn charge(&mut self, event: &DpEvent) -> Result<()> {

@@ -2,7 +2,7 @@
 //! [`PrivacyEngine::step`], is these five calls in order):
 //!
 //! 1. [`begin_step`](PrivacyEngine::begin_step) validates the data and reserves the
-//!    step's charge under the budget ([`Error::BudgetExhausted`] before anything is
+//!    step's charge under the budget ([`Error::BudgetExceeded`] before anything is
 //!    drawn);
 //! 2. [`draw_batch`](PrivacyEngine::draw_batch) draws the batch with the run's sampler,
 //!    under that charge (a [`Batch`] token: nothing else can be summed);
@@ -131,7 +131,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     /// Validates `data` (which must have the engine's `dataset_size` records) and reserves
     /// this step's charge: the sampler's amplification of the step's Gaussian mechanism
     /// (nothing inside a shuffled epoch, nothing for a non-private run).
-    /// [`Error::BudgetExhausted`] if it does not fit the budget.
+    /// [`Error::BudgetExceeded`] if it does not fit the budget.
     pub fn begin_step(&mut self, data: &M::Data) -> Result<StepCharge> {
         self.begin_charge(data, None)
     }
@@ -199,7 +199,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
     }
 
     /// One DP-SGD step on `data` (which must have `dataset_size` records): the five
-    /// steps above in order. The charge is reserved first ([`Error::BudgetExhausted`]
+    /// steps above in order. The charge is reserved first ([`Error::BudgetExceeded`]
     /// if it does not fit), committed once the noisy gradient is ready, and only then is
     /// θ updated.
     pub fn step(&mut self, data: &M::Data) -> Result<StepReport> {
