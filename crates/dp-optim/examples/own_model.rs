@@ -138,19 +138,20 @@ fn main() -> dp_optim::Result<()> {
         let (x, y) = data.batch(batch)?;
         Ok(loss::cross_entropy(&model.forward(&x)?, &y, None)?)
     })?;
-    let settings = PrivateSettings::new(
-        256,
-        20,
-        1.0,
-        Noise::TargetEpsilon(3.0),
-        1e-5,
-        Optimizer::Adam {
+    let settings = PrivateSettings {
+        batch_size: 256,
+        epochs: 20,
+        max_grad_norm: 1.0,
+        noise: Noise::TargetEpsilon(3.0),
+        delta: 1e-5,
+        optimizer: Optimizer::Adam {
             lr: 3e-3,
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
         },
-    );
+        ..PrivateSettings::default()
+    };
     let mut training = make_private(net, &train, &settings, NoiseSource::os_seeded()?)?;
     println!(
         "noise multiplier {:.3} for epsilon 3 over {} steps; test accuracy before {:.3}",

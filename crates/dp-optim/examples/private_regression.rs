@@ -113,19 +113,20 @@ fn main() -> dp_optim::Result<()> {
             Ok(loss::mse(&model.forward(&x)?, &y)?)
         },
     )?;
-    let settings = PrivateSettings::new(
-        200,
-        15,
-        1.0,
-        Noise::Multiplier(1.0),
-        1e-5,
-        Optimizer::Adam {
+    let settings = PrivateSettings {
+        batch_size: 200,
+        epochs: 15,
+        max_grad_norm: 1.0,
+        noise: Noise::Multiplier(1.0),
+        delta: 1e-5,
+        optimizer: Optimizer::Adam {
             lr: 3e-3,
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
         },
-    );
+        ..PrivateSettings::default()
+    };
     let mut training = make_private(net, &train, &settings, NoiseSource::os_seeded()?)?;
     training.fit(&train, &mut ())?;
     let mse = loss::mse(&model.forward(&test.x)?, &test.y)?

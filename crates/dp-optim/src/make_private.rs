@@ -33,18 +33,19 @@ pub enum Noise {
 pub struct PrivateSettings {
     /// The expected batch size: each example joins each batch independently with
     /// probability `batch_size / N` (Poisson sampling, the sampling the accounting assumes).
+    /// Default 256.
     pub batch_size: usize,
-    /// Epochs of `N / batch_size` steps.
+    /// Epochs of `N / batch_size` steps. Default 1.
     pub epochs: usize,
-    /// The clipping norm C.
+    /// The clipping norm C. Default 1.
     pub max_grad_norm: f64,
     /// Flat (default) or per-layer clipping.
     pub clipping: Clipping,
-    /// σ, or the target ε it is calibrated to.
+    /// σ, or the target ε it is calibrated to. Default: a target of ε = 8.
     pub noise: Noise,
-    /// δ (Opacus's `target_delta`); a common choice is below 1/N.
+    /// δ (Opacus's `target_delta`); a common choice is below 1/N. Default 1e-5.
     pub delta: f64,
-    /// The update rule.
+    /// The update rule. Default: SGD at η = 0.1, no momentum.
     pub optimizer: Optimizer,
     /// The accountant for ε, the calibration and the budget (default PLD, the tightest).
     pub accountant: AccountantKind,
@@ -55,24 +56,23 @@ pub struct PrivateSettings {
     pub bands: usize,
 }
 
-impl PrivateSettings {
-    /// Flat clipping at `max_grad_norm`, PLD accounting, and the rest as given.
-    pub fn new(
-        batch_size: usize,
-        epochs: usize,
-        max_grad_norm: f64,
-        noise: Noise,
-        delta: f64,
-        optimizer: Optimizer,
-    ) -> Self {
+impl Default for PrivateSettings {
+    /// By default: batches of 256 for 1 epoch, flat clipping at C = 1, a budget of ε = 8
+    /// at δ = 1e-5 (σ calibrated to it), SGD at η = 0.1 without momentum, the PLD
+    /// accountant, independent noise (DP-SGD). Set at least what your run needs: δ below
+    /// 1/N, the budget you mean to spend, the optimiser your model trains with.
+    fn default() -> Self {
         PrivateSettings {
-            batch_size,
-            epochs,
-            max_grad_norm,
+            batch_size: 256,
+            epochs: 1,
+            max_grad_norm: 1.0,
             clipping: Clipping::Flat,
-            noise,
-            delta,
-            optimizer,
+            noise: Noise::TargetEpsilon(8.0),
+            delta: 1e-5,
+            optimizer: Optimizer::Sgd {
+                lr: 0.1,
+                momentum: 0.0,
+            },
             accountant: AccountantKind::Pld,
             bands: 1,
         }
@@ -120,7 +120,13 @@ pub struct PrivateTraining<M: PrivateModel> {
 ///     Ok(loss::mse(&fc.forward(&d.0.index_select(&idx, 0)?)?, &d.1.index_select(&idx, 0)?)?)
 /// })?;
 /// let sgd = Optimizer::Sgd { lr: 0.1, momentum: 0.9 };
-/// let settings = PrivateSettings::new(10, 2, 1.0, Noise::TargetEpsilon(8.0), 1e-3, sgd);
+/// let settings = PrivateSettings {
+///     batch_size: 10,
+///     epochs: 2,
+///     delta: 1e-3,
+///     optimizer: sgd,
+///     ..PrivateSettings::default() // flat clipping at C = 1, a budget of ε = 8
+/// };
 /// let mut training = make_private(net, &data, &settings, NoiseSource::seeded(1))?;
 /// training.fit(&data, &mut ())?;
 /// assert!(training.engine().epsilon()?.unwrap() <= 8.0);

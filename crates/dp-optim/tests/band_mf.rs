@@ -224,8 +224,16 @@ fn make_private_trains_band_mf() -> dp_optim::Result<()> {
         lr: 0.5,
         momentum: 0.0,
     };
-    let mut settings = PrivateSettings::new(30, 2, 1.0, Noise::TargetEpsilon(4.0), 1e-4, sgd);
-    settings.bands = 5;
+    let settings = PrivateSettings {
+        batch_size: 30,
+        epochs: 2,
+        max_grad_norm: 1.0,
+        noise: Noise::TargetEpsilon(4.0),
+        delta: 1e-4,
+        optimizer: sgd,
+        bands: 5,
+        ..PrivateSettings::default()
+    };
     let mut training = make_private(model, &data, &settings, noise)?;
     let config = training.engine().config().clone();
     assert_eq!(

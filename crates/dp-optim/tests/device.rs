@@ -80,8 +80,15 @@ fn engine_with_batch(
     data: &Rows,
     batch_size: usize,
 ) -> PrivacyEngine<Net> {
-    let settings =
-        PrivateSettings::new(batch_size, 3, 1.0, Noise::Multiplier(1.0), 1e-5, optimizer);
+    let settings = PrivateSettings {
+        batch_size,
+        epochs: 3,
+        max_grad_norm: 1.0,
+        noise: Noise::Multiplier(1.0),
+        delta: 1e-5,
+        optimizer,
+        ..PrivateSettings::default()
+    };
     make_private(
         network(on_device, Some(theta)),
         data,

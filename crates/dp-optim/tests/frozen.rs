@@ -83,17 +83,18 @@ fn train(stem: f32) -> (PrivateTraining<Net>, Taps, Model) {
         Ok(loss::cross_entropy(&forward.forward(&x)?, &y, None)?)
     });
     let net = PrivateNet::new(&varmap, &taps, &Device::Cpu, losses).expect("net");
-    let settings = PrivateSettings::new(
-        64,
-        1,
-        1.0,
-        Noise::Multiplier(1.0),
-        1e-5,
-        Optimizer::Sgd {
+    let settings = PrivateSettings {
+        batch_size: 64,
+        epochs: 1,
+        max_grad_norm: 1.0,
+        noise: Noise::Multiplier(1.0),
+        delta: 1e-5,
+        optimizer: Optimizer::Sgd {
             lr: 0.5,
             momentum: 0.0,
         },
-    );
+        ..PrivateSettings::default()
+    };
     let training =
         make_private(net, &points(512), &settings, NoiseSource::seeded(11)).expect("make_private");
     (training, taps, model)
