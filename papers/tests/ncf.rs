@@ -79,7 +79,7 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
             &labels,
             5,
             ClipRule::Flat {
-                max_norm: f64::from(c),
+                max_grad_norm: f64::from(c),
             },
         )
         .expect("clipped");

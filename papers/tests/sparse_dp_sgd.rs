@@ -89,7 +89,7 @@ fn noise_lands_only_on_selected_coordinates() -> dp_optim::Result<()> {
         for _ in 0..5 {
             let mut charge = e.begin_step_with(&data, selector.event())?;
             let batch = e.draw_batch(&mut charge)?;
-            let first = ClipRule::Flat { max_norm: S1 };
+            let first = ClipRule::Flat { max_grad_norm: S1 };
             let scores = e.clipped_sum_with(&data, &batch, first)?;
             let picked = e.select_coordinates(charge, &scores, &selector)?;
             let chosen = picked.coordinates().to_vec();
@@ -174,7 +174,7 @@ fn the_engine_refuses_uncovered_selections_and_releases() -> dp_optim::Result<()
     let data = pairs(400, 50, &mut NoiseSource::seeded(8));
     let algorithm = sparse(SELECTIONS[0]);
     let selector = algorithm.selector(400)?;
-    let first = ClipRule::Flat { max_norm: S1 };
+    let first = ClipRule::Flat { max_grad_norm: S1 };
     let mut e = engine(Some(S2), 3, &data);
     let mut plain = e.begin_step(&data)?;
     let batch = e.draw_batch(&mut plain)?;
@@ -194,7 +194,13 @@ fn the_engine_refuses_uncovered_selections_and_releases() -> dp_optim::Result<()
     let mut charge2 = e.begin_step_with(&data, selector.event())?;
     let batch = e.draw_batch(&mut charge2)?;
     assert!(e.draw_batch(&mut charge2).is_err(), "one batch per charge");
-    let wide = e.clipped_sum_with(&data, &batch, ClipRule::Flat { max_norm: 2.0 * S1 })?;
+    let wide = e.clipped_sum_with(
+        &data,
+        &batch,
+        ClipRule::Flat {
+            max_grad_norm: 2.0 * S1,
+        },
+    )?;
     assert!(matches!(
         e.select_coordinates(charge2, &wide, &selector),
         Err(Error::UnprotectedParameter(_))

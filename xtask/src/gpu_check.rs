@@ -124,7 +124,7 @@ fn agreement(cpu: &Side, dev: &Side) -> Result<f32> {
 
 /// Median seconds of a private backward (clipped sums, flat clipping) on `side`.
 fn time_private(side: &Side, steps: usize) -> Result<f64> {
-    let rule = ClipRule::Flat { max_norm: 1.0 };
+    let rule = ClipRule::Flat { max_grad_norm: 1.0 };
     let mut times = Vec::new();
     for i in 0..=steps {
         let start = Instant::now();

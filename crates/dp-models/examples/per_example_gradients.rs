@@ -13,7 +13,7 @@ fn main() -> dp_models::Result<()> {
     let model = mlp(784, &[1000], 10, Activation::Relu, &mut noise)?;
     let (train, _test) = dp_models::data::mnist()?;
     let batch: Vec<usize> = (0..64).collect();
-    let clip = ClipRule::Flat { max_norm: 4.0 };
+    let clip = ClipRule::Flat { max_grad_norm: 4.0 };
     let clipped = model.clipped_gradient(&train, &batch, clip)?;
     let largest = clipped
         .squared_norms

@@ -14,11 +14,11 @@ pub enum ClipRule {
     /// so every clipped gradient has norm ≤ C.
     Flat {
         /// The clipping norm C.
-        max_norm: f64,
+        max_grad_norm: f64,
     },
     /// AUTO-S (Bu et al. 2022): `cᵢ = 1 / (‖gᵢ‖ + γ)`, so every clipped gradient has norm
     /// below 1.
-    Automatic {
+    AutoS {
         /// γ (the paper uses 0.01).
         gamma: f64,
     },
@@ -26,7 +26,7 @@ pub enum ClipRule {
     /// is clipped to C/√L, so the whole per-sample gradient still has norm ≤ C.
     PerLayer {
         /// The total clipping norm C.
-        max_norm: f64,
+        max_grad_norm: f64,
     },
 }
 
@@ -42,10 +42,10 @@ impl ClipRule {
         let norm = squared_norm.sqrt();
         match self {
             ClipRule::None => 1.0,
-            ClipRule::Flat { max_norm } => (max_norm as f32 / (norm + 1e-6)).min(1.0),
-            ClipRule::Automatic { gamma } => 1.0 / (norm + gamma as f32),
-            ClipRule::PerLayer { max_norm } => {
-                (max_norm as f32 / (layers.max(1) as f32).sqrt() / (norm + 1e-6)).min(1.0)
+            ClipRule::Flat { max_grad_norm } => (max_grad_norm as f32 / (norm + 1e-6)).min(1.0),
+            ClipRule::AutoS { gamma } => 1.0 / (norm + gamma as f32),
+            ClipRule::PerLayer { max_grad_norm } => {
+                (max_grad_norm as f32 / (layers.max(1) as f32).sqrt() / (norm + 1e-6)).min(1.0)
             }
         }
     }
@@ -57,8 +57,10 @@ impl ClipRule {
     pub fn sensitivity(self) -> Option<f64> {
         match self {
             ClipRule::None => None,
-            ClipRule::Flat { max_norm } | ClipRule::PerLayer { max_norm } => Some(max_norm),
-            ClipRule::Automatic { .. } => Some(1.0),
+            ClipRule::Flat { max_grad_norm } | ClipRule::PerLayer { max_grad_norm } => {
+                Some(max_grad_norm)
+            }
+            ClipRule::AutoS { .. } => Some(1.0),
         }
     }
 }

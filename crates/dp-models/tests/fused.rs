@@ -247,7 +247,7 @@ fn fused_per_sample_gradients_match_a_per_example_loop() -> Result<(), Box<dyn s
         let (sum, norms) = model.backward(
             &Tensor::from_vec(dlogits.clone(), (n, 10), &Device::Cpu)?,
             ClipRule::Flat {
-                max_norm: f64::from(clip),
+                max_grad_norm: f64::from(clip),
             },
         )?;
         let (sum, norms): (Vec<f32>, Vec<f32>) = (sum.to_vec1()?, norms.to_vec1()?);
@@ -315,7 +315,7 @@ fn fused_steps_are_bit_reproducible() -> Result<(), Box<dyn std::error::Error>> 
                 let (sum, norms) = model
                     .backward(
                         &Tensor::from_vec(d, (100, 10), &Device::Cpu)?,
-                        ClipRule::Flat { max_norm: 0.1 },
+                        ClipRule::Flat { max_grad_norm: 0.1 },
                     )
                     .map_err(|e| e.to_string())?;
                 Ok((sum.to_vec1()?, norms.to_vec1()?))

@@ -92,7 +92,9 @@ pub enum Clipping {
     /// Each of the L parametric layers clipped to C/√L: sensitivity C.
     PerLayer,
     /// AUTO-S (Bu et al. 2022): `gᵢ/(‖gᵢ‖ + γ)` with γ = `max_grad_norm`: sensitivity 1.
-    Automatic,
+    /// (`automatic` in configurations written before the rename.)
+    #[serde(alias = "automatic")]
+    AutoS,
 }
 
 impl PrivacyConfig {
@@ -100,9 +102,9 @@ impl PrivacyConfig {
     pub fn clip_rule(&self) -> ClipRule {
         let c = self.max_grad_norm;
         match self.clipping {
-            Clipping::Flat => ClipRule::Flat { max_norm: c },
-            Clipping::PerLayer => ClipRule::PerLayer { max_norm: c },
-            Clipping::Automatic => ClipRule::Automatic { gamma: c },
+            Clipping::Flat => ClipRule::Flat { max_grad_norm: c },
+            Clipping::PerLayer => ClipRule::PerLayer { max_grad_norm: c },
+            Clipping::AutoS => ClipRule::AutoS { gamma: c },
         }
     }
 }

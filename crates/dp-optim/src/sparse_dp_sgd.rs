@@ -63,7 +63,7 @@ impl<M: SparsePrivateModel> Algorithm<M> for SparseDpSgd {
     fn step(&mut self, engine: &mut PrivacyEngine<M>, data: &M::Data) -> Result<StepReport> {
         let selector = self.selector(engine.model().num_params())?;
         let first = ClipRule::Flat {
-            max_norm: self.first_clip,
+            max_grad_norm: self.first_clip,
         };
         let mut charge = engine.begin_step_with(data, selector.event())?;
         let batch = engine.draw_batch(&mut charge)?;

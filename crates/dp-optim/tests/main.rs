@@ -437,10 +437,10 @@ fn engine_trains_an_embedding_model() -> dp_optim::Result<()> {
 fn clipping_rules_run_through_the_engine() -> dp_optim::Result<()> {
     let mut noise = NoiseSource::seeded(40);
     let data = toy_data(1000, &mut noise);
-    for clipping in [Clipping::Flat, Clipping::PerLayer, Clipping::Automatic] {
+    for clipping in [Clipping::Flat, Clipping::PerLayer, Clipping::AutoS] {
         let mut config = private(None);
         config.clipping = clipping;
-        config.max_grad_norm = if clipping == Clipping::Automatic {
+        config.max_grad_norm = if clipping == Clipping::AutoS {
             0.01
         } else {
             1.0

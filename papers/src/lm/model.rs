@@ -122,7 +122,7 @@ mod tests {
                 let (x, y) = rows.batch(&[0, 1, 2])?;
                 Ok(model.losses(&x, &y)?)
             },
-            ClipRule::Flat { max_norm: 1.0 },
+            ClipRule::Flat { max_grad_norm: 1.0 },
             NormMethod::Auto,
         )?;
         assert_eq!(grads.clipped_sums.len(), taps.params().len());

@@ -34,7 +34,7 @@ impl Run<'_> {
         };
         let (clipping, clip) = match self.run.clipping.unwrap_or(ClippingChoice::Flat) {
             ClippingChoice::Flat => (Clipping::Flat, t.clip),
-            ClippingChoice::AutoS { gamma } => (Clipping::Automatic, gamma),
+            ClippingChoice::AutoS { gamma } => (Clipping::AutoS, gamma),
         };
         let mut training = NoisyTraining {
             sampling_rate: q,

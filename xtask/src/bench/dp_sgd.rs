@@ -114,7 +114,7 @@ fn time_steps<M: dp_models::Classifier>(
     let mut step = |private: bool| -> Result<f64> {
         let start = Instant::now();
         let rule = if private {
-            ClipRule::Flat { max_norm: 1.0 }
+            ClipRule::Flat { max_grad_norm: 1.0 }
         } else {
             ClipRule::None
         };

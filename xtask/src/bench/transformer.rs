@@ -106,7 +106,7 @@ impl Bench {
 
     /// Clipped sums, noise drawn on the host and copied, SGD on each parameter.
     fn private_step(&self, noise: &mut NoiseSource) -> Result<()> {
-        let rule = ClipRule::Flat { max_norm: 1.0 };
+        let rule = ClipRule::Flat { max_grad_norm: 1.0 };
         let grads = self
             .taps
             .clipped_gradients(|| self.losses(), rule, NormMethod::Auto)?;

@@ -131,7 +131,7 @@ pub fn privacy(
         clipping: match args.clipping {
             ClippingChoice::Flat => Clipping::Flat,
             ClippingChoice::PerLayer => Clipping::PerLayer,
-            ClippingChoice::AutoS => Clipping::Automatic,
+            ClippingChoice::AutoS => Clipping::AutoS,
         },
         delta: args.delta,
         target_epsilon: args.target_epsilon,

@@ -18,7 +18,7 @@
 //! let y = Tensor::randn(0f32, 1.0, (8, 1), &device)?;
 //! let grads = taps.clipped_gradients(
 //!     || Ok(nn::loss::mse(&fc2.forward(&fc1.forward(&x)?.gelu()?)?, &y)?),
-//!     ClipRule::Flat { max_norm: 1.0 },
+//!     ClipRule::Flat { max_grad_norm: 1.0 },
 //!     NormMethod::Auto,
 //! )?;
 //! # Ok(()) }

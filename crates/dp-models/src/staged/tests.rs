@@ -260,7 +260,7 @@ fn the_mnist_cnn_matches_a_per_example_loop() -> Result<(), Box<dyn std::error::
     }
     let clip = 0.3f32;
     let rule = ClipRule::Flat {
-        max_norm: f64::from(clip),
+        max_grad_norm: f64::from(clip),
     };
     let out = model.private_gradients(&x, &labels, rule)?;
     for i in 0..3 {
@@ -308,14 +308,14 @@ fn the_staged_and_fused_executors_agree() -> Result<(), Box<dyn std::error::Erro
     let x = random(&mut noise, &[9, 6], 1.0);
     let labels: Vec<u32> = (0..9).map(|i| i % 10).collect();
     for rule in [
-        ClipRule::Flat { max_norm: 0.2 },
-        ClipRule::PerLayer { max_norm: 0.2 },
-        ClipRule::Automatic { gamma: 0.01 },
+        ClipRule::Flat { max_grad_norm: 0.2 },
+        ClipRule::PerLayer { max_grad_norm: 0.2 },
+        ClipRule::AutoS { gamma: 0.01 },
     ] {
         assert_tiers_agree(&fused, &model, &x, &labels, rule, &format!("mlp {rule:?}"))?;
         // Per-layer clipping bounds each layer of a single example's clipped gradient by
         // C/√L, hence the total by C.
-        if let ClipRule::PerLayer { max_norm } = rule {
+        if let ClipRule::PerLayer { max_grad_norm } = rule {
             let one = model.private_gradients(&x.narrow(0, 0, 1)?, &labels[..1], rule)?;
             for layer in 0..2 {
                 let sq: f32 = one.clipped_sums[2 * layer..2 * layer + 2]
@@ -328,7 +328,7 @@ fn the_staged_and_fused_executors_agree() -> Result<(), Box<dyn std::error::Erro
                     })
                     .sum();
                 assert!(
-                    sq.sqrt() <= max_norm as f32 / 2f32.sqrt() * 1.0001,
+                    sq.sqrt() <= max_grad_norm as f32 / 2f32.sqrt() * 1.0001,
                     "layer {layer}: {}",
                     sq.sqrt()
                 );
@@ -367,7 +367,7 @@ fn a_parameter_left_out_of_clipping_fails_the_step() -> Result<(), Box<dyn std::
     let model = StagedModel::new(vec![Stage::Layer(Box::new(ForgetsBias(layer)))]);
     let x = random(&mut noise, &[3, 4], 1.0);
     let err = model
-        .private_gradients(&x, &[1, 2, 3], ClipRule::Flat { max_norm: 1.0 })
+        .private_gradients(&x, &[1, 2, 3], ClipRule::Flat { max_grad_norm: 1.0 })
         .expect_err("must refuse");
     assert!(err.to_string().contains("refusing to step"), "{err}");
     Ok(())
@@ -383,7 +383,7 @@ fn both_executors_agree_on_the_mnist_cnn() -> Result<(), Box<dyn std::error::Err
         let auto = mnist_cnn_stages(activation, &weights(&fused)?);
         let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![0, 3, 5, 7, 9, 1];
-        let rule = ClipRule::Flat { max_norm: 0.5 };
+        let rule = ClipRule::Flat { max_grad_norm: 0.5 };
         assert_tiers_agree(
             &fused,
             &auto,
@@ -409,8 +409,8 @@ fn direct_backward_matches_candles_backward() -> Result<(), Box<dyn std::error::
         let x = random(&mut noise, &[7, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![1, 3, 5, 7, 9, 0, 2];
         for rule in [
-            ClipRule::Flat { max_norm: 0.5 },
-            ClipRule::PerLayer { max_norm: 0.5 },
+            ClipRule::Flat { max_grad_norm: 0.5 },
+            ClipRule::PerLayer { max_grad_norm: 0.5 },
         ] {
             assert_same_gradients(
                 &direct.private_gradients(&x, &labels, rule)?,
@@ -438,7 +438,7 @@ fn norms_and_sums_without_kept_rows_match() -> Result<(), Box<dyn std::error::Er
         mnist_cnn_stages(Activation::Tanh, &weights(&fused)?).with_kept_rows_limit(2_000);
     let x = random(&mut noise, &[6, 784], 1.0).affine(0.5, 0.5)?;
     let labels: Vec<u32> = vec![9, 8, 7, 6, 5, 4];
-    let rule = ClipRule::Flat { max_norm: 0.5 };
+    let rule = ClipRule::Flat { max_grad_norm: 0.5 };
     assert_same_gradients(
         &kept.private_gradients(&x, &labels, rule)?,
         &recomputed.private_gradients(&x, &labels, rule)?,
@@ -459,7 +459,7 @@ fn cpu_ops_match_candles_own_ops() -> Result<(), Box<dyn std::error::Error>> {
         let portable = mnist_cnn_stages(activation, &weights(&fused)?).with_portable_ops();
         let x = random(&mut noise, &[5, 784], 1.0).affine(0.5, 0.5)?;
         let labels: Vec<u32> = vec![2, 4, 6, 8, 0];
-        let rule = ClipRule::Flat { max_norm: 0.5 };
+        let rule = ClipRule::Flat { max_grad_norm: 0.5 };
         let (a, b) = (
             fast.private_gradients(&x, &labels, rule)?,
             portable.private_gradients(&x, &labels, rule)?,

@@ -132,8 +132,13 @@ pub fn check(net: &Net, what: &str) {
     }
     check_norms(net, &reference, what);
     let c = median_norm(&reference) * 0.7;
-    check_clipped(net, &reference, ClipRule::Flat { max_norm: c }, what);
-    check_clipped(net, &reference, ClipRule::PerLayer { max_norm: c }, what);
+    check_clipped(net, &reference, ClipRule::Flat { max_grad_norm: c }, what);
+    check_clipped(
+        net,
+        &reference,
+        ClipRule::PerLayer { max_grad_norm: c },
+        what,
+    );
 }
 
 fn squared_norm(g: &BTreeMap<String, Vec<f32>>, names: &[String]) -> f32 {

@@ -108,7 +108,7 @@ fn a_sequential_the_executor_runs_is_fused_and_matches_a_per_example_loop() {
         let reference = loop_gradients(&model, &x, &labels);
         let (sums, norms) = loop_clipped_sum(&reference, 0.4);
         let got = model
-            .clipped_cross_entropy_gradient(&x, &labels, 5, ClipRule::Flat { max_norm: 0.4 })
+            .clipped_cross_entropy_gradient(&x, &labels, 5, ClipRule::Flat { max_grad_norm: 0.4 })
             .expect("fused");
         assert!(
             relative_error(&got.squared_norms, &norms) < 1e-5,
@@ -144,9 +144,9 @@ fn the_fused_and_general_paths_give_the_same_clipped_sums() {
     };
     assert_eq!(general.executor(), Executor::General);
     for rule in [
-        ClipRule::Flat { max_norm: 0.3 },
-        ClipRule::PerLayer { max_norm: 0.3 },
-        ClipRule::Automatic { gamma: 0.01 },
+        ClipRule::Flat { max_grad_norm: 0.3 },
+        ClipRule::PerLayer { max_grad_norm: 0.3 },
+        ClipRule::AutoS { gamma: 0.01 },
         ClipRule::None,
     ] {
         let f = fused
@@ -178,7 +178,7 @@ fn a_flat_mlp_is_fused_and_an_empty_batch_is_zero() {
     let labels: Vec<u32> = labels.iter().map(|l| l % 3).collect();
     let reference = loop_gradients(&model, &x, &labels);
     let (sums, _) = loop_clipped_sum(&reference, 0.2);
-    let rule = ClipRule::Flat { max_norm: 0.2 };
+    let rule = ClipRule::Flat { max_grad_norm: 0.2 };
     let got = model
         .clipped_cross_entropy_gradient(&x, &labels, 3, rule)
         .expect("fused");
@@ -223,7 +223,7 @@ fn a_sequential_the_fused_executor_skips_is_staged_and_matches_a_per_example_loo
     let reference = loop_gradients(&model, &x, &labels);
     let (sums, norms) = loop_clipped_sum(&reference, 0.4);
     let got = model
-        .clipped_cross_entropy_gradient(&x, &labels, 5, ClipRule::Flat { max_norm: 0.4 })
+        .clipped_cross_entropy_gradient(&x, &labels, 5, ClipRule::Flat { max_grad_norm: 0.4 })
         .expect("staged");
     assert!(relative_error(&got.squared_norms, &norms) < 1e-5, "norms");
     assert!(relative_error(&got.sum, &sums) < 1e-5, "clipped sum");
@@ -253,9 +253,9 @@ fn every_executor_gives_the_same_clipped_gradient() {
     );
     for round in 0..2 {
         for rule in [
-            ClipRule::Flat { max_norm: 0.3 },
-            ClipRule::PerLayer { max_norm: 0.3 },
-            ClipRule::Automatic { gamma: 0.01 },
+            ClipRule::Flat { max_grad_norm: 0.3 },
+            ClipRule::PerLayer { max_grad_norm: 0.3 },
+            ClipRule::AutoS { gamma: 0.01 },
         ] {
             let got: Vec<_> = models
                 .iter()
@@ -307,7 +307,7 @@ fn bad_labels_are_errors_on_every_executor() {
     for executor in [Executor::Fused, Executor::Staged, Executor::General] {
         let model = staged_cnn(true).0.with_executor(executor).expect("covered");
         for labels in [vec![0, 5, 1], vec![0, 1]] {
-            let rule = ClipRule::Flat { max_norm: 0.5 };
+            let rule = ClipRule::Flat { max_grad_norm: 0.5 };
             assert!(
                 model
                     .clipped_cross_entropy_gradient(&x, &labels, 5, rule)
@@ -387,7 +387,14 @@ fn the_imdb_model_has_160306_parameters_and_matches_a_per_example_loop() {
     let reference = loop_gradients(&model, &x, &labels);
     let (sums, norms) = loop_clipped_sum(&reference, 0.05);
     let got = model
-        .clipped_cross_entropy_gradient(&x, &labels, 2, ClipRule::Flat { max_norm: 0.05 })
+        .clipped_cross_entropy_gradient(
+            &x,
+            &labels,
+            2,
+            ClipRule::Flat {
+                max_grad_norm: 0.05,
+            },
+        )
         .expect("gradient");
     let tolerance = GHOST_SLACK + 1e-5;
     assert!(
@@ -416,7 +423,7 @@ fn a_layer_added_after_planning_is_refused() {
         let (x, labels) = inputs(39, 4, 6);
         let labels: Vec<u32> = labels.iter().map(|l| l % 3).collect();
         let err = model
-            .clipped_cross_entropy_gradient(&x, &labels, 3, ClipRule::Flat { max_norm: 1.0 })
+            .clipped_cross_entropy_gradient(&x, &labels, 3, ClipRule::Flat { max_grad_norm: 1.0 })
             .expect_err("refused");
         assert!(
             err.to_string().contains("planned for"),

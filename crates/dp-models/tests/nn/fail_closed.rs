@@ -26,7 +26,7 @@ impl TrainingData for Rows {
 
 use super::check::{builder, random};
 
-const RULE: ClipRule = ClipRule::Flat { max_norm: 1.0 };
+const RULE: ClipRule = ClipRule::Flat { max_grad_norm: 1.0 };
 
 fn named(e: Error) -> String {
     match e {

@@ -59,7 +59,7 @@ impl Case {
     }
 
     /// (ghost squared norm, materialised squared norm, norm of the clipped sum at C).
-    fn measure(&self, max_norm: f64) -> (f32, f32, f32) {
+    fn measure(&self, max_grad_norm: f64) -> (f32, f32, f32) {
         let (_, taps, vb) = builder();
         let fc = nn::linear_no_bias(self.d, self.d, vb.pp("fc")).expect("layer");
         let x = Tensor::from_vec(self.x.clone(), (1, self.k, self.d), &Device::Cpu).expect("x");
@@ -76,7 +76,7 @@ impl Case {
             .iter()
             .map(|&v| f64::from(v) * f64::from(v))
             .sum::<f64>() as f32;
-        let rule = ClipRule::Flat { max_norm };
+        let rule = ClipRule::Flat { max_grad_norm };
         let out = taps
             .clipped_gradients(losses, rule, NormMethod::Ghost)
             .expect("clipped");

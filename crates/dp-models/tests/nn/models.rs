@@ -318,8 +318,8 @@ fn mnist_cnn_agrees_on_every_executor() {
         let x = random(82, &[6, 784], 0.5).affine(1.0, 0.5).expect("x");
         let labels = [0, 3, 5, 7, 9, 1];
         for rule in [
-            ClipRule::Flat { max_norm: 0.5 },
-            ClipRule::PerLayer { max_norm: 0.5 },
+            ClipRule::Flat { max_grad_norm: 0.5 },
+            ClipRule::PerLayer { max_grad_norm: 0.5 },
         ] {
             let f = fused
                 .clipped_cross_entropy_gradient(&x, &labels, 10, rule)

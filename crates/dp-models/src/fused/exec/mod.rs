@@ -88,7 +88,7 @@ mod tests {
         let dlogits = values(batch * spec.output_size(), 3, 0.5);
         let mut ws = Workspace::default();
         let logits = forward(&spec, &theta, &x, batch, &mut ws);
-        let rule = ClipRule::Flat { max_norm: 0.1 };
+        let rule = ClipRule::Flat { max_grad_norm: 0.1 };
         (logits, backward(&spec, &theta, &dlogits, &mut ws, rule))
     }
 
