@@ -13,6 +13,7 @@ mod dp_sgd;
 mod peak;
 mod peers;
 mod record;
+mod sa_dpsgd;
 mod transformer;
 
 #[derive(Debug, Subcommand)]
@@ -106,6 +107,16 @@ pub enum Suite {
         #[arg(long, default_value_t = 60000)]
         limit: usize,
     },
+    /// An SA-DPSGD iteration against a DP-SGD step of the same engine and network (the
+    /// MNIST CNN, SA-DPSGD's Table 1 settings, synthetic data), interleaved.
+    SaDpsgd {
+        /// Expected batch size.
+        #[arg(long, default_value_t = 512)]
+        batch_size: usize,
+        /// Timed steps of each kind (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        steps: usize,
+    },
     /// Gaussian fill rate into a 10^6 buffer; exponential mechanism and top-k (k = 1%)
     /// over 10^6 scores.
     Mechanisms {
@@ -127,6 +138,7 @@ pub fn run(suite: Suite) -> Result<()> {
             compare_python,
         } => accounting(repeats.max(1), compare_python),
         Suite::Mechanisms { repeats } => mechanisms(repeats.max(1)),
+        Suite::SaDpsgd { batch_size, steps } => sa_dpsgd::run(batch_size, steps.max(1)),
         Suite::Distributed { repeats, limit } => distributed::run(repeats.max(1), limit),
         Suite::Transformer {
             layers,
