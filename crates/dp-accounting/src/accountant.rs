@@ -78,6 +78,23 @@ pub trait Accountant {
     }
 }
 
+/// Refuses a Poisson-sampled `event` unless the accountant's `relation` is add/remove:
+/// amplification by Poisson subsampling is a statement about adding or removing a record.
+pub(crate) fn poisson_relation(
+    accountant: &'static str,
+    relation: NeighbouringRelation,
+    event: &DpEvent,
+) -> Result<()> {
+    match relation {
+        NeighbouringRelation::AddOrRemoveOne => Ok(()),
+        NeighbouringRelation::ReplaceOne => Err(unsupported(
+            accountant,
+            event,
+            "Poisson subsampling is accounted under add-or-remove-one neighbours",
+        )),
+    }
+}
+
 /// Builds the [`Error::Unsupported`] for `accountant` and `event`.
 pub(crate) fn unsupported(accountant: &'static str, event: &DpEvent, reason: &str) -> Error {
     Error::Unsupported {

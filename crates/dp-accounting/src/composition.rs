@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{
-    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
+    check_target_delta, check_target_epsilon, poisson_relation, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation};
@@ -189,13 +190,7 @@ impl LeafTerms for ApproxDpAccountant {
                 sampling_rate,
                 event: inner,
             } => {
-                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported(
-                        "approx-dp",
-                        event,
-                        "amplification is for add-or-remove-one neighbours",
-                    ));
-                }
+                poisson_relation("approx-dp", self.config.relation, event)?;
                 let (eps, delta) = basic_composition(
                     &self
                         .terms(inner, 1)?

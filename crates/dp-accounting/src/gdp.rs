@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accountant::{
-    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
+    check_target_delta, check_target_epsilon, poisson_relation, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GDP};
@@ -234,13 +235,7 @@ impl LeafTerms for GdpAccountant {
                 sampling_rate,
                 event: inner,
             } => {
-                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported(
-                        "gdp",
-                        event,
-                        "the Poisson CLT is for add-or-remove-one neighbours",
-                    ));
-                }
+                poisson_relation("gdp", self.config.relation, event)?;
                 let sigma = sampled_gaussian(event, inner)?;
                 Ok((mu_poisson(*sampling_rate, sigma, 1.0).powi(2), true))
             }

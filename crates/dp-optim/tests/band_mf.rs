@@ -11,7 +11,7 @@ use dp_optim::{
     Optimizer, PrivacyEngine, PrivateSettings, Sampler, TrainConfig,
 };
 
-use super::{private, toy_data};
+use super::{charges, engine_with, private, toy_data};
 
 const BANDS: usize = 3;
 
@@ -28,15 +28,6 @@ fn config(sampler: Sampler, correlation: NoiseCorrelation, sigma: f64) -> TrainC
         },
         normalisation: GradientNormalisation::ExpectedBatchSize,
     }
-}
-
-fn engine_with(
-    mut noise: NoiseSource,
-    config: TrainConfig,
-    data: &Dataset,
-) -> dp_optim::Result<PrivacyEngine> {
-    let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
-    PrivacyEngine::new(model, config, data.len(), noise)
 }
 
 fn strategy() -> BandedToeplitz {
@@ -104,14 +95,7 @@ fn the_ledger_holds_the_amplified_event() -> dp_optim::Result<()> {
         &dp_accounting::OrderGrid::Opacus,
     )?;
     expected.compose(&amplified_event(1.2, 10, BANDS as u64, 0.3)?, 1)?;
-    let charges: u64 = e
-        .ledger()
-        .expect("private")
-        .entries
-        .iter()
-        .map(|x| x.count)
-        .sum();
-    assert_eq!(charges, 4);
+    assert_eq!(charges(&e), 4);
     assert_eq!(e.epsilon()?, Some(expected.epsilon(1e-5)?));
     Ok(())
 }
@@ -200,16 +184,10 @@ fn checkpoints_keep_the_stream_only_when_seeded() -> dp_optim::Result<()> {
     let mut restarted = engine_with(NoiseSource::os_seeded()?, banded(), &data)?;
     restarted.restore(&saved)?;
     restarted.step(&data)?;
-    let charges: u64 = restarted
-        .ledger()
-        .expect("private")
-        .entries
-        .iter()
-        .map(|x| x.count)
-        .sum();
+    let charged = charges(&restarted);
     // 5 steps over 3 groups were 2 cycles; the resume draws new groups and starts a
     // third cycle, charged at its first step.
-    assert_eq!(charges, 3);
+    assert_eq!(charged, 3);
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use dp_optim::{
     PrivacyEngine, RunField, Sampler, TrainConfig,
 };
 
-use super::{private, toy_data};
+use super::{engine_with, private, toy_data};
 
 const POISSON: Sampler = Sampler::Poisson {
     sampling_rate: 0.05,
@@ -33,15 +33,6 @@ fn config(privacy: Option<PrivacyConfig>) -> TrainConfig {
         },
         normalisation: GradientNormalisation::ExpectedBatchSize,
     }
-}
-
-fn engine_with(
-    mut noise: NoiseSource,
-    config: TrainConfig,
-    data: &Dataset,
-) -> dp_optim::Result<PrivacyEngine> {
-    let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
-    PrivacyEngine::new(model, config, data.len(), noise)
 }
 
 fn data() -> Dataset {

@@ -42,6 +42,12 @@ fn anneal<M: dp_models::Classifier>(
     out
 }
 
+/// The charges in an engine's ledger (entries times their counts).
+fn charges(e: &PrivacyEngine) -> u64 {
+    let ledger = e.ledger().expect("a private run");
+    ledger.entries.iter().map(|entry| entry.count).sum()
+}
+
 fn toy_data(n: usize, noise: &mut NoiseSource) -> Dataset {
     let features: Vec<f32> = (0..n * 8).map(|_| noise.uniform() as f32).collect();
     let labels = (0..n).map(|i| u32::from(features[i * 8] > 0.5)).collect();
@@ -66,14 +72,23 @@ fn private(target: Option<f64>) -> PrivacyConfig {
     }
 }
 
+/// An engine for the 8-feature toy data: a 16-unit tanh MLP drawn from `noise`, which the
+/// engine then keeps.
+fn engine_with(
+    mut noise: NoiseSource,
+    config: TrainConfig,
+    data: &Dataset,
+) -> dp_optim::Result<PrivacyEngine> {
+    let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
+    PrivacyEngine::new(model, config, data.len(), noise)
+}
+
 fn engine(
     seed: u64,
     sampler: Sampler,
     privacy: Option<PrivacyConfig>,
     data: &Dataset,
 ) -> dp_optim::Result<PrivacyEngine> {
-    let mut noise = NoiseSource::seeded(seed);
-    let model = mlp(8, &[16], 2, Activation::Tanh, &mut noise)?;
     let config = TrainConfig {
         sampler,
         privacy,
@@ -83,7 +98,7 @@ fn engine(
         },
         normalisation: GradientNormalisation::ExpectedBatchSize,
     };
-    PrivacyEngine::new(model, config, data.len(), noise)
+    engine_with(NoiseSource::seeded(seed), config, data)
 }
 
 #[test]
@@ -522,13 +537,7 @@ fn shuffled_epochs_cover_every_record_and_are_charged_per_epoch() -> dp_optim::R
         Ok(e)
     };
     let e = run(8)?;
-    let charged: u64 = e
-        .ledger()
-        .expect("private")
-        .entries
-        .iter()
-        .map(|x| x.count)
-        .sum();
+    let charged = charges(&e);
     assert_eq!(charged, 3);
     let mut direct = dp_accounting::RdpConfig {
         relation: dp_accounting::NeighbouringRelation::ReplaceOne,

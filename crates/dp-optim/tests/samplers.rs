@@ -5,7 +5,7 @@ use dp_accounting::{DpEvent, SamplingScheme};
 use dp_mechanisms::NoiseSource;
 use dp_optim::{Checkpoint, Error, PrivacyEngine, RunField, Sampler, ShuffleState};
 
-use super::{engine, private, toy_data};
+use super::{charges, engine, private, toy_data};
 
 const CYCLIC: Sampler = Sampler::CyclicPoisson {
     groups: 4,
@@ -108,13 +108,12 @@ fn cyclic(seed: u64, sigma: f64, data: &dp_models::data::Dataset) -> PrivacyEngi
 fn a_cyclic_run_charges_once_per_cycle() -> dp_optim::Result<()> {
     let data = toy_data(120, &mut NoiseSource::seeded(11));
     let mut e = cyclic(12, 1.5, &data);
-    let mut charges = Vec::new();
+    let mut counts = Vec::new();
     for _ in 0..10 {
         e.step(&data)?;
-        let entries = &e.ledger().expect("private").entries;
-        charges.push(entries.iter().map(|entry| entry.count).sum::<u64>());
+        counts.push(charges(&e));
     }
-    assert_eq!(charges, vec![1, 1, 1, 1, 2, 2, 2, 2, 3, 3]);
+    assert_eq!(counts, vec![1, 1, 1, 1, 2, 2, 2, 2, 3, 3]);
     let step = DpEvent::poisson_sampled(0.5, DpEvent::gaussian(1.5));
     assert!(e
         .ledger()
@@ -192,21 +191,13 @@ fn a_production_resume_of_a_cyclic_run_starts_a_new_cycle() -> dp_optim::Result<
     let saved = first.checkpoint()?;
     let mut resumed = production()?;
     resumed.restore(&saved)?;
-    let count = |e: &PrivacyEngine| -> u64 {
-        e.ledger()
-            .expect("private")
-            .entries
-            .iter()
-            .map(|x| x.count)
-            .sum()
-    };
-    assert_eq!(count(&resumed), 1);
-    let mut charges = Vec::new();
+    assert_eq!(charges(&resumed), 1);
+    let mut counts = Vec::new();
     for _ in 0..5 {
         resumed.step(&data)?;
-        charges.push(count(&resumed));
+        counts.push(charges(&resumed));
     }
-    assert_eq!(charges, vec![2, 2, 2, 2, 3]);
+    assert_eq!(counts, vec![2, 2, 2, 2, 3]);
     Ok(())
 }
 

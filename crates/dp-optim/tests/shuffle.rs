@@ -5,7 +5,7 @@
 use dp_mechanisms::NoiseSource;
 use dp_optim::{Checkpoint, Error, PrivacyEngine, RunField, Sampler};
 
-use super::{engine, private, toy_data};
+use super::{charges, engine, private, toy_data};
 
 const SHUFFLE: Sampler = Sampler::Shuffle { batch_size: 40 };
 
@@ -111,13 +111,7 @@ fn a_failed_step_after_its_draw_leaves_the_shuffle_where_it_was() -> dp_optim::R
     for (k, seen) in epochs.iter().enumerate() {
         assert!(seen.iter().all(|&c| c == 1), "epoch {k}: {seen:?}");
     }
-    let charged: u64 = e
-        .ledger()
-        .expect("private")
-        .entries
-        .iter()
-        .map(|x| x.count)
-        .sum();
+    let charged = charges(&e);
     assert_eq!(charged, 3);
     Ok(())
 }

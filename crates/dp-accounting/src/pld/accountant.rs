@@ -10,7 +10,8 @@ use super::mechanism::{
 use super::pmf::LossPmf;
 use super::replace_gaussian::ReplaceGaussian;
 use crate::accountant::{
-    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
+    check_target_delta, check_target_epsilon, poisson_relation, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::{Error, Result};
 use crate::event::{DpEvent, NeighbouringRelation, ZCDP_NOT_GAUSSIAN_PLD};
@@ -304,13 +305,7 @@ impl LeafTerms for PldAccountant {
                 sampling_rate,
                 event: inner,
             } => {
-                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported(
-                        "pld",
-                        event,
-                        "Poisson subsampling is accounted under add-or-remove-one neighbours",
-                    ));
-                }
+                poisson_relation("pld", self.config.relation, event)?;
                 let noise = if let Some(sigma) = inner.effective_gaussian_noise_multiplier() {
                     Noise::Gaussian { sigma }
                 } else if let DpEvent::Laplace { noise_multiplier } = **inner {

@@ -6,7 +6,8 @@ use super::conversion::Conversion;
 use super::curves::{self, FractionalSeries};
 use super::orders::OrderGrid;
 use crate::accountant::{
-    check_target_delta, check_target_epsilon, unsupported, Accountant, Guarantee, PrivacyReport,
+    check_target_delta, check_target_epsilon, poisson_relation, unsupported, Accountant, Guarantee,
+    PrivacyReport,
 };
 use crate::error::Result;
 use crate::event::{DpEvent, NeighbouringRelation};
@@ -273,13 +274,7 @@ impl LeafTerms for RdpAccountant {
                 sampling_rate,
                 event: inner,
             } => {
-                if self.config.relation != NeighbouringRelation::AddOrRemoveOne {
-                    return Err(unsupported(
-                        name,
-                        event,
-                        "Poisson subsampling is accounted under add-or-remove-one neighbours",
-                    ));
-                }
+                poisson_relation(name, self.config.relation, event)?;
                 match inner.effective_gaussian_noise_multiplier() {
                     Some(sigma) => Curve::PoissonGaussian {
                         q: *sampling_rate,
