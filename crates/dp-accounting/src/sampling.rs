@@ -210,6 +210,25 @@ impl SamplingScheme {
         }
     }
 
+    /// For truncated Poisson sampling, how often a batch holding a given record is cut:
+    /// [`truncation_probability`](crate::truncation_probability) on the records the charge
+    /// is stated for (the dataset with a record added); `None` for the other schemes.
+    pub fn truncation_probability(&self) -> Option<f64> {
+        match self.gaussian_step(1.0) {
+            DpEvent::TruncatedPoissonGaussian {
+                dataset_size,
+                sampling_rate,
+                max_batch_size,
+                ..
+            } => Some(crate::truncation_probability(
+                dataset_size,
+                sampling_rate,
+                max_batch_size,
+            )),
+            _ => None,
+        }
+    }
+
     /// The steps one charge covers: an epoch ⌈n/m⌉ of a shuffled run, a cycle of the
     /// groups of a cyclic one (`None` for the other schemes, which charge every step).
     pub fn charge_period(&self) -> Option<u64> {

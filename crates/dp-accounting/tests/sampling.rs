@@ -117,6 +117,17 @@ fn a_truncated_poisson_step_is_the_truncated_gaussian_event_and_nothing_else() {
     assert_eq!(truncated.relation(), NeighbouringRelation::AddOrRemoveOne);
     assert_eq!(truncated.charge_period(), None);
     assert_eq!(
+        truncated.truncation_probability(),
+        Some(dp_accounting::truncation_probability(60_001, 0.004, 300))
+    );
+    assert_eq!(
+        SamplingScheme::Poisson {
+            sampling_rate: 0.004
+        }
+        .truncation_probability(),
+        None
+    );
+    assert_eq!(
         truncated
             .amplify(truncated.gaussian_on_sum(1.1))
             .expect("analysed"),

@@ -104,7 +104,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         model: M,
         config: TrainConfig,
         dataset_size: usize,
-        noise: NoiseSource,
+        mut noise: NoiseSource,
     ) -> Result<Self> {
         config.sampler.validate(dataset_size)?;
         let (ledger, max_steps) = match &config.privacy {
@@ -118,7 +118,6 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         let fingerprint =
             RunFingerprint::of(&config, &model.architecture(), noise.is_reproducible());
         let moments = device::Moments::initial(&config.optimizer, &model)?;
-        let mut noise = noise;
         let mut shuffle = ShuffleState::default();
         if let crate::sampler::Sampler::CyclicPoisson { groups, .. } = config.sampler {
             shuffle.draw_groups(dataset_size, groups, &mut noise);

@@ -9,10 +9,7 @@ mod train;
 mod train_config;
 
 use anyhow::{bail, Result};
-use dp_accounting::{
-    truncation_probability, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid,
-    SamplingScheme,
-};
+use dp_accounting::{AccountantKind, DpEvent, NeighbouringRelation, OrderGrid, SamplingScheme};
 
 use crate::args::{
     AccountantChoice, Cli, Command, OrdersChoice, RunArgs, SamplingChoice, StepsRounding,
@@ -55,13 +52,13 @@ impl Run {
     pub fn describe(&self) -> String {
         let q = number(self.sampling_rate);
         match self.scheme {
-            SamplingScheme::TruncatedPoisson { dataset_size, max_batch_size: cap, .. } => {
-                let p = truncation_probability(dataset_size + 1, self.sampling_rate, cap);
-                format!(
-                    "Poisson sampling q = {q} cut to {cap} records (a record's batch is cut with probability {}), add-or-remove-one neighbours",
-                    number(p)
-                )
-            }
+            SamplingScheme::TruncatedPoisson {
+                max_batch_size: cap,
+                ..
+            } => format!(
+                "Poisson sampling q = {q} cut to {cap} records (a record's batch is cut with probability {}), add-or-remove-one neighbours",
+                number(self.scheme.truncation_probability().unwrap_or(f64::NAN))
+            ),
             SamplingScheme::CyclicPoisson { groups, sampling_rate } if sampling_rate >= 1.0 => format!(
                 "balls in bins: the records in {groups} random groups, step t taking all of group t mod {groups}, add-or-remove-one neighbours, each cycle of {groups} steps charged once as the unamplified Gaussian (the random bin is not credited)"
             ),

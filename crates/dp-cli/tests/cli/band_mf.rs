@@ -5,18 +5,16 @@ use std::process::Command;
 
 use super::train::{data_dir, fails_naming, succeeds, summary, train};
 
+/// `dp account` with `args`, as a command line.
+fn account_command(args: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dp"));
+    command.arg("account").args(args.split_whitespace());
+    command
+}
+
+/// `dp account`'s JSON for `args` (which must succeed).
 fn account(args: &str) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_dp"))
-        .arg("account")
-        .args(args.split_whitespace())
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
+    serde_json::from_slice(&succeeds(account_command(args)).stdout).expect("json")
 }
 
 /// BandMF over 4 bands, 2,000 records, B 100: 20 steps in 4 groups sampled at q = 0.2,
@@ -106,11 +104,6 @@ fn dp_account_charges_cyclic_and_balls_in_bins_runs_per_cycle() {
 /// rate 1; balls in bins takes no rate.
 #[test]
 fn cyclic_accounting_flags_are_checked() {
-    let dp = |args: &str| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_dp"));
-        command.arg("account").args(args.split_whitespace());
-        command
-    };
     let sigma = "--noise-multiplier 1 --delta 1e-5";
     for (args, flag) in [
         ("--q 0.01 --steps 10 --sampling cyclic-poisson", "--groups"),
@@ -128,6 +121,6 @@ fn cyclic_accounting_flags_are_checked() {
             "--groups",
         ),
     ] {
-        fails_naming(dp(&format!("{args} {sigma}")), flag);
+        fails_naming(account_command(&format!("{args} {sigma}")), flag);
     }
 }

@@ -17,9 +17,10 @@
 //! — still b-banded, lower triangular, column norms ≤ ‖c‖ — and within the new block each
 //! record's participations are again b apart under its new group, while no column of the
 //! new block meets one of the old: the same theorem covers the run (the noise is less
-//! correlated across the restart, never less private). A seeded run's checkpoint keeps the last b − 1 noise vectors (predictable
-//! from the seed anyway) and resumes the uninterrupted stream. σ cannot change during a
-//! run: a participation's column spans b rows of z, which would not share one σ.
+//! correlated across the restart, never less private). A seeded run's checkpoint keeps
+//! the last b − 1 noise vectors (predictable from the seed anyway) and resumes the
+//! uninterrupted stream. σ cannot change during a run: a participation's column spans b
+//! rows of z, which would not share one σ.
 
 use dp_mechanisms::band_mf::CorrelatedNoise;
 use dp_models::PrivateModel;
