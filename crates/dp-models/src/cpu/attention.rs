@@ -10,7 +10,7 @@
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::kernels::{matmul, Mat};
+use super::kernels::{exp_nonpositive, matmul, vectorized, Mat};
 use super::{f32_slice, storage_f32};
 
 /// Attention of q, k, v (…, T, H·w), contiguous and of one shape: `scale` multiplies the
@@ -49,6 +49,31 @@ fn tile(data: &[f32], stride: usize, transposed: bool) -> Mat<'_> {
     }
 }
 
+/// Lanes of the row reductions in [`softmax`].
+const LANES: usize = 16;
+
+/// `row ← softmax(scale·row)` in place, its maximum and sum in [`LANES`] lanes (so the
+/// loops vectorise) and the exponentials by [`exp_nonpositive`].
+#[inline(always)]
+fn softmax(row: &mut [f32], scale: f32) {
+    let mut maxima = [f32::NEG_INFINITY; LANES];
+    for chunk in row.chunks(LANES) {
+        for (m, &s) in maxima.iter_mut().zip(chunk) {
+            *m = m.max(s);
+        }
+    }
+    let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sums = [0.0f32; LANES];
+    for chunk in row.chunks_mut(LANES) {
+        for (acc, s) in sums.iter_mut().zip(chunk) {
+            *s = exp_nonpositive(scale * (*s - max));
+            *acc += *s;
+        }
+    }
+    let sum: f32 = sums.iter().sum();
+    row.iter_mut().for_each(|s| *s /= sum);
+}
+
 impl Attention {
     fn geometry(&self, layout: &Layout) -> candle_core::Result<Geometry> {
         match layout.dims() {
@@ -80,18 +105,17 @@ impl Attention {
             head(q, g, h, false),
             head(k, g, h, true),
         );
-        for (i, row) in p.chunks_mut(t).enumerate() {
-            let seen = if self.causal { i + 1 } else { t };
-            let (live, masked) = row.split_at_mut(seen);
-            masked.fill(0.0);
-            let max = live.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0;
-            for s in live.iter_mut() {
-                *s = (self.scale * (*s - max)).exp();
-                sum += *s;
-            }
-            live.iter_mut().for_each(|s| *s /= sum);
-        }
+        vectorized(
+            #[inline(always)]
+            || {
+                for (i, row) in p.chunks_mut(t).enumerate() {
+                    let seen = if self.causal { i + 1 } else { t };
+                    let (live, masked) = row.split_at_mut(seen);
+                    masked.fill(0.0);
+                    softmax(live, self.scale);
+                }
+            },
+        );
     }
 
     /// One sequence's output: every head's `P V` into its columns of `o`.

@@ -20,7 +20,12 @@ pub(super) fn map(
     layout: &Layout,
     f: impl Fn(f32) -> f32 + Sync,
 ) -> candle_core::Result<(CpuStorage, Shape)> {
-    let x = f32_slice(storage, layout)?;
+    let out = map_slice(f32_slice(storage, layout)?, f);
+    Ok((CpuStorage::F32(out), layout.shape().clone()))
+}
+
+/// `f(x)` for every element of a slice.
+pub(super) fn map_slice(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
     let mut out = vec![0.0f32; x.len()];
     out.par_chunks_mut(ELEMENTS_PER_TASK)
         .zip(x.par_chunks(ELEMENTS_PER_TASK))
@@ -30,7 +35,7 @@ pub(super) fn map(
                 || out.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v)),
             );
         });
-    Ok((CpuStorage::F32(out), layout.shape().clone()))
+    out
 }
 
 /// `f(a, b)` for every pair of elements of two inputs of one shape (`what` names the op

@@ -3,7 +3,7 @@
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
 
-use super::elementwise::{map, map2};
+use super::elementwise::{map, map2, map_slice};
 use super::kernels::tanh_fast;
 
 /// √(2/π).
@@ -19,8 +19,37 @@ const FRAC_1_SQRT_2PI: f32 = 0.398_942_3;
 /// Candle's `gelu_erf`, with Candle's `erf`); otherwise `0.5·x·(1 + tanh(√(2/π)(x +
 /// 0.044715x³)))` (Candle's CPU `gelu` calls libm's `tanhf` per element and its backward
 /// builds eight tensors, `powf` among them).
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Gelu {
     pub exact: bool,
+}
+
+/// The exact form.
+const ERF: Gelu = Gelu { exact: true };
+/// The tanh approximation.
+const TANH: Gelu = Gelu { exact: false };
+
+impl Gelu {
+    /// GELU(v).
+    #[inline(always)]
+    pub(super) fn value(self, v: f32) -> f32 {
+        if self.exact {
+            0.5 * v * (1.0 + erf(v))
+        } else {
+            0.5 * v * (1.0 + tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v)))
+        }
+    }
+
+    /// `g·GELU'(v)`: `Φ(v) + v·φ(v)` exact, the tanh form's derivative otherwise.
+    #[inline(always)]
+    pub(super) fn backward(self, v: f32, g: f32) -> f32 {
+        if self.exact {
+            return g * (0.5 * (1.0 + erf(v)) + v * FRAC_1_SQRT_2PI * (-0.5 * v * v).exp());
+        }
+        let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));
+        let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * v * v);
+        g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du)
+    }
 }
 
 fn erf(v: f32) -> f32 {
@@ -41,12 +70,11 @@ impl CustomOp1 for Gelu {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
+        // One closure per form, so that each loop is compiled (and vectorised) for it.
         if self.exact {
-            return map(storage, layout, |v| 0.5 * v * (1.0 + erf(v)));
+            return map(storage, layout, |v| ERF.value(v));
         }
-        map(storage, layout, |v| {
-            0.5 * v * (1.0 + tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v)))
-        })
+        map(storage, layout, |v| TANH.value(v))
     }
 
     fn bwd(
@@ -55,18 +83,28 @@ impl CustomOp1 for Gelu {
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        let backward = GeluBackward { exact: self.exact };
-        Ok(Some(
-            arg.contiguous()?
-                .apply_op2_no_bwd(&grad_res.contiguous()?, &backward)?,
-        ))
+        Ok(Some(self.input_gradient(arg, grad_res)?))
     }
 }
 
-/// `(x, g) → g·GELU'(x)`: `Φ(x) + x·φ(x)` exact, the tanh form's derivative otherwise.
-struct GeluBackward {
-    exact: bool,
+impl Gelu {
+    /// GELU of every element of `x`.
+    pub(super) fn apply(self, x: &[f32]) -> Vec<f32> {
+        if self.exact {
+            return map_slice(x, |v| ERF.value(v));
+        }
+        map_slice(x, |v| TANH.value(v))
+    }
+
+    /// `g·GELU'(x)` for the input `x` and the output's gradient `g`.
+    pub(super) fn input_gradient(self, x: &Tensor, g: &Tensor) -> candle_core::Result<Tensor> {
+        x.contiguous()?
+            .apply_op2_no_bwd(&g.contiguous()?, &GeluBackward(self))
+    }
 }
+
+/// `(x, g) → g·GELU'(x)`.
+struct GeluBackward(Gelu);
 
 impl CustomOp2 for GeluBackward {
     fn name(&self) -> &'static str {
@@ -80,15 +118,13 @@ impl CustomOp2 for GeluBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        if self.exact {
+        if self.0.exact {
             return map2((s1, l1), (s2, l2), "gelu-erf backward", |v, g| {
-                g * (0.5 * (1.0 + erf(v)) + v * FRAC_1_SQRT_2PI * (-0.5 * v * v).exp())
+                ERF.backward(v, g)
             });
         }
         map2((s1, l1), (s2, l2), "gelu backward", |v, g| {
-            let t = tanh_fast(SQRT_2_OVER_PI * (v + CUBIC * v * v * v));
-            let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * v * v);
-            g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du)
+            TANH.backward(v, g)
         })
     }
 }

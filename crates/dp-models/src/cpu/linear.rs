@@ -1,20 +1,57 @@
 //! A linear layer with bias on the CPU in one op: `x wᵀ + b` on rows of any rank, the rows
-//! started from the bias inside the GEMM. One node instead of a matmul and a bias: Candle's
-//! backward gives every node's input a zero tensor and an addition, and the bias node's
-//! forward is one more pass over the output.
+//! started from the bias inside the GEMM, optionally followed by a GELU. One node instead
+//! of a matmul, a bias and an activation: Candle's backward gives every node's input a zero
+//! tensor and an addition (for an MLP's hidden layer, 4·d floats per token each), and each
+//! extra node's forward is one more pass over the output.
 
-use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
 
+use super::gelu::Gelu;
 use super::matmul::{linear_weight_gradient, rows_times, Matmul};
 use super::row_sums::row_sums;
 use super::{f32_slice, keep_gradient, GradientSlot};
 
-/// `x (…, K)`, `w (N, K)`, `b (N)` → `x wᵀ + b` (…, N). Backward: `x`'s gradient, and with
-/// `parameter_gradients` the weight's `gᵀ x` and the bias's column sums of `g` (without,
-/// both are constants: a private forward); the output's gradient is left in `catch`.
+/// `x (…, K)`, `w (N, K)`, `b (N)` → `z = x wᵀ + b` (…, N), or `GELU(z)` with an
+/// `activation` (`z` is kept for the backward). Backward: `x`'s gradient, and with
+/// `parameter_gradients` the weight's `gᵀ x` and the bias's column sums of `g`, `g` the
+/// gradient of `z` (without, both are constants: a private forward); `g` is left in
+/// `catch`.
 pub(crate) struct Linear {
-    pub parameter_gradients: bool,
-    pub catch: Option<GradientSlot>,
+    parameter_gradients: bool,
+    catch: Option<GradientSlot>,
+    activation: Option<Gelu>,
+    /// `z`, when an activation follows it.
+    pre_activation: GradientSlot,
+}
+
+impl Linear {
+    /// The op; see the type's documentation.
+    pub(crate) fn new(
+        parameter_gradients: bool,
+        catch: Option<GradientSlot>,
+        activation: Option<Gelu>,
+    ) -> Self {
+        Linear {
+            parameter_gradients,
+            catch,
+            activation,
+            pre_activation: GradientSlot::default(),
+        }
+    }
+
+    /// The gradient of `z` from the output's.
+    fn pre_activation_gradient(&self, grad_res: &Tensor) -> candle_core::Result<Tensor> {
+        let Some(activation) = self.activation else {
+            return Ok(grad_res.clone());
+        };
+        let z = self
+            .pre_activation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| candle_core::Error::Msg("linear: no kept pre-activation".into()))?;
+        activation.input_gradient(&z, grad_res)
+    }
 }
 
 impl CustomOp3 for Linear {
@@ -49,7 +86,17 @@ impl CustomOp3 for Linear {
         if let Some(last) = shape.last_mut() {
             *last = n;
         }
-        Ok((CpuStorage::F32(out), Shape::from(shape)))
+        let shape = Shape::from(shape);
+        let Some(activation) = self.activation else {
+            return Ok((CpuStorage::F32(out), shape));
+        };
+        let y = activation.apply(&out);
+        let z = Tensor::from_vec(out, shape.clone(), &Device::Cpu)?;
+        *self
+            .pre_activation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(z);
+        Ok((CpuStorage::F32(y), shape))
     }
 
     fn bwd(
@@ -60,8 +107,8 @@ impl CustomOp3 for Linear {
         _res: &Tensor,
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        keep_gradient(self.catch.as_ref(), grad_res);
-        let grad = grad_res.contiguous()?;
+        let grad = self.pre_activation_gradient(grad_res)?.contiguous()?;
+        keep_gradient(self.catch.as_ref(), &grad);
         let dx = grad.apply_op2_no_bwd(&w.contiguous()?, &Matmul::input_gradient())?;
         if !self.parameter_gradients {
             return Ok((Some(dx), None, None));
@@ -93,10 +140,7 @@ mod tests {
         let bias = Var::from_vec(values(n, 3), n, &Device::Cpu).expect("b");
         let g = Tensor::from_vec(values(b * t * n, 4), (b, t, n), &Device::Cpu).expect("g");
         let slot = super::GradientSlot::default();
-        let op = Linear {
-            parameter_gradients: true,
-            catch: Some(slot.clone()),
-        };
+        let op = Linear::new(true, Some(slot.clone()), None);
         let ours = x
             .as_tensor()
             .apply_op3(w.as_tensor(), bias.as_tensor(), op)

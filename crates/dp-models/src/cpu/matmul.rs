@@ -4,11 +4,22 @@
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::kernels::{matmul, Mat};
+use super::kernels::{matmul, matmul_uninit, Mat};
 use super::{f32_slice, keep_gradient, storage_f32, GradientSlot};
 
-/// Rows per parallel task of [`Matmul`].
-const ROWS_PER_TASK: usize = 128;
+/// The fewest rows per parallel task of [`Matmul`].
+const MIN_ROWS_PER_TASK: usize = 128;
+
+/// Rows per parallel task for `m` rows: two tasks per thread (a straggling core is
+/// absorbed), never fewer than [`MIN_ROWS_PER_TASK`]. gemm packs the weight once per
+/// call, so 128-row tasks repack it 32 times for 4,096 rows: on the transformer's
+/// shapes (4,096 rows, K and N of 256–1,024; 2 cores) the forward ran at 280–345
+/// GFLOP/s in 128-row tasks and 420–450 in these (a throwaway gemm microbenchmark,
+/// 2026-12-06).
+fn rows_per_task(m: usize) -> usize {
+    let tasks = 2 * rayon::current_num_threads().max(1);
+    m.div_ceil(tasks).max(MIN_ROWS_PER_TASK)
+}
 
 /// `x (…, K) · wᵀ` with `w (N, K)` when `rhs_transposed` (a layer's forward), `x (…, K)
 /// · w (K, N)` otherwise (its input gradient) → (…, N): every leading axis is rows, so a
@@ -113,22 +124,43 @@ pub(super) fn rows_times(
             col_stride: 1,
         }
     };
-    let mut out = match bias {
-        Some(bias) => bias.repeat(m),
-        None => vec![0.0f32; m * n],
+    let Some(bias) = bias else {
+        return rows_times_fresh(x, rhs, (m, n, k));
     };
+    // The rows start from the bias; gemm adds the product to them.
+    let mut out = bias.repeat(m);
     if n > 0 && k > 0 {
-        out.par_chunks_mut(ROWS_PER_TASK * n)
-            .zip(x.par_chunks(ROWS_PER_TASK * k))
+        let rows = rows_per_task(m);
+        out.par_chunks_mut(rows * n)
+            .zip(x.par_chunks(rows * k))
             .for_each(|(dst, rows)| {
-                let lhs = Mat {
-                    data: rows,
-                    row_stride: k,
-                    col_stride: 1,
-                };
-                matmul(dst.len() / n, n, k, dst, n, bias.is_some(), lhs, rhs);
+                matmul(dst.len() / n, n, k, dst, n, true, Mat::rows(rows, k), rhs);
             });
     }
+    out
+}
+
+/// `x (M × K) · rhs` (K × N) into a new vector that is written once, by the gemm (no
+/// zero fill first).
+fn rows_times_fresh(x: &[f32], rhs: Mat<'_>, (m, n, k): (usize, usize, usize)) -> Vec<f32> {
+    if n == 0 || k == 0 {
+        return vec![0.0; m * n];
+    }
+    let mut out = Vec::with_capacity(m * n);
+    let rows = rows_per_task(m);
+    out.spare_capacity_mut()[..m * n]
+        .par_chunks_mut(rows * n)
+        .zip(x.par_chunks(rows * k))
+        .for_each(|(dst, xs)| {
+            let rows = dst.len() / n;
+            matmul_uninit(rows, n, k, dst, Mat::rows(xs, k), rhs);
+        });
+    // SAFETY: the chunks partition the first m·n elements of the capacity, and
+    // `matmul_uninit` writes every element of the chunk it is given.
+    #[allow(unsafe_code)]
+    unsafe {
+        out.set_len(m * n)
+    };
     out
 }
 

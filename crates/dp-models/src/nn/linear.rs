@@ -5,6 +5,7 @@ use candle_nn::Init;
 
 use super::contribution::{Contribution, Left};
 use super::lora::Adapter;
+use super::ops;
 use super::taps::Taps;
 use super::var_builder::DpVarBuilder;
 use crate::cpu;
@@ -118,26 +119,31 @@ impl Linear {
 /// per-example broadcast copies of it in Candle's backward). With `catch`, the last CPU
 /// op keeps the output's gradient in it; the flag says whether it does (the output is in
 /// Candle's graph and ends in such an op).
+///
+/// With an `activation`, the CPU op with a bias also applies it (one node instead of two);
+/// [`Affine::activated`] says whether it did.
 fn affine(
     x: &Tensor,
     w: &Tensor,
     b: Option<&Tensor>,
     constant_weight: bool,
     catch: Option<&cpu::GradientSlot>,
-) -> candle_core::Result<(Tensor, bool)> {
+    activation: Option<cpu::Gelu>,
+) -> candle_core::Result<Affine> {
     // A constant weight on data (a first layer) is outside Candle's graph either way.
     let on_cpu = cpu::applies(x) && (!constant_weight || x.track_op());
     // Matmul and bias in one op: one node of Candle's graph, one pass over the output.
     if let Some(b) = b.filter(|b| on_cpu && cpu::applies(b)) {
-        let op = cpu::Linear {
-            parameter_gradients: !constant_weight,
-            catch: catch.cloned(),
-        };
+        let op = cpu::Linear::new(!constant_weight, catch.cloned(), activation);
         let y = x
             .contiguous()?
             .apply_op3(&w.contiguous()?, &b.contiguous()?, op)?;
         let caught = y.track_op() && catch.is_some();
-        return Ok((y, caught));
+        return Ok(Affine {
+            y,
+            caught,
+            activated: activation.is_some(),
+        });
     }
     let y = if on_cpu {
         let op = cpu::Matmul {
@@ -157,7 +163,7 @@ fn affine(
     };
     // Only an output in Candle's graph has a backward to catch its gradient.
     let tracked = y.track_op() && catch.is_some();
-    match b {
+    let (y, caught) = match b {
         // The bias on the CPU: the input's gradient passes as it is, and a trainable
         // bias's is one pass of column sums.
         Some(b) if cpu::applies(&y) => {
@@ -165,10 +171,40 @@ fn affine(
                 bias_gradient: !constant_weight,
                 catch: catch.filter(|_| tracked).cloned(),
             };
-            Ok((y.contiguous()?.apply_op2(&b.contiguous()?, op)?, tracked))
+            (y.contiguous()?.apply_op2(&b.contiguous()?, op)?, tracked)
         }
-        Some(b) => Ok((y.broadcast_add(b)?, false)),
-        None => Ok((y, on_cpu && tracked)),
+        Some(b) => (y.broadcast_add(b)?, false),
+        None => (y, on_cpu && tracked),
+    };
+    Ok(Affine {
+        y,
+        caught,
+        activated: false,
+    })
+}
+
+/// What [`affine`] gives.
+struct Affine {
+    /// The output.
+    y: Tensor,
+    /// Whether the last op keeps the gradient of `x Wᵀ + b` (the output is in Candle's graph
+    /// and ends in such an op).
+    caught: bool,
+    /// Whether the activation asked for is applied.
+    activated: bool,
+}
+
+/// `y`, with `activation` applied unless `activated` says it is.
+fn activate(
+    y: Tensor,
+    activation: Option<cpu::Gelu>,
+    activated: bool,
+) -> candle_core::Result<Tensor> {
+    match activation {
+        Some(_) if activated => Ok(y),
+        Some(cpu::Gelu { exact: true }) => ops::gelu_erf(&y),
+        Some(cpu::Gelu { exact: false }) => ops::gelu(&y),
+        None => Ok(y),
     }
 }
 
@@ -211,7 +247,7 @@ fn sum_positions(left: &Tensor) -> candle_core::Result<Tensor> {
 
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let y = self.base_forward(x)?;
+        let y = self.base_forward(x, None)?;
         match self.adapter() {
             Some(adapter) => y + adapter.forward(x)?,
             None => Ok(y),
@@ -220,24 +256,54 @@ impl Module for Linear {
 }
 
 impl Linear {
-    /// `x Wᵀ + b`, tapped in a private forward unless every parameter is frozen.
-    fn base_forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    /// `GELU(x Wᵀ + b)` with the tanh approximation: [`ops::gelu`] of the layer's output,
+    /// in one op on the CPU (a transformer's MLP; one node of Candle's graph fewer).
+    pub fn forward_gelu(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.forward_activated(x, cpu::Gelu { exact: false })
+    }
+
+    /// `GELU(x Wᵀ + b)`, exact: [`ops::gelu_erf`] of the layer's output, in one op on the
+    /// CPU.
+    pub fn forward_gelu_erf(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.forward_activated(x, cpu::Gelu { exact: true })
+    }
+
+    fn forward_activated(&self, x: &Tensor, gelu: cpu::Gelu) -> candle_core::Result<Tensor> {
+        if self.adapter().is_some() {
+            return activate(self.forward(x)?, Some(gelu), false);
+        }
+        self.base_forward(x, Some(gelu))
+    }
+
+    /// `x Wᵀ + b`, then `activation`; tapped in a private forward unless every parameter
+    /// is frozen (the taps see the gradient of `x Wᵀ + b`).
+    fn base_forward(
+        &self,
+        x: &Tensor,
+        activation: Option<cpu::Gelu>,
+    ) -> candle_core::Result<Tensor> {
         let vars: Vec<&Var> = std::iter::once(&self.weight).chain(&self.bias).collect();
         if !self.taps.records(&vars) {
             let constant = vars.iter().all(|v| self.taps.is_frozen(v));
             let w = self.taps.live(&self.weight);
             let b = self.bias.as_ref().map(|b| self.taps.live(b));
-            return Ok(affine(x, &w, b.as_ref(), constant, None)?.0);
+            let out = affine(x, &w, b.as_ref(), constant, None, activation)?;
+            return activate(out.y, activation, out.activated);
         }
         let w = self.weight.as_tensor().detach();
         let b = self.bias.as_ref().map(|b| b.as_tensor().detach());
         let slot = cpu::GradientSlot::default();
-        let (y, caught) = affine(x, &w, b.as_ref(), true, Some(&slot))?;
+        // Fused only where the op's backward runs (x in the graph): there it leaves the
+        // gradient of x Wᵀ + b in the slot; otherwise a probe on x Wᵀ + b records it.
+        let fused = activation.filter(|_| x.track_op());
+        let out = affine(x, &w, b.as_ref(), true, Some(&slot), fused)?;
         let (weight, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
         let resolve = move |grad: &Tensor| contributions(&weight, bias.as_ref(), &input, grad);
-        if caught {
-            return Ok(self.taps.tap_caught(y, slot, resolve));
-        }
-        self.taps.tap(y, resolve)
+        let y = if out.caught {
+            self.taps.tap_caught(out.y, slot, resolve)
+        } else {
+            self.taps.tap(out.y, resolve)?
+        };
+        activate(y, activation, out.activated)
     }
 }

@@ -9,7 +9,6 @@ use super::attention::MultiHeadAttention;
 use super::embedding::{embedding, Embedding};
 use super::layer_norm::{layer_norm, LayerNorm};
 use super::linear::{linear, Linear};
-use super::ops;
 use super::var_builder::DpVarBuilder;
 use super::LinearLayers;
 use crate::error::Result;
@@ -61,7 +60,7 @@ impl Module for Block {
         let x = (x + self.attn.forward(&self.ln1.forward(x)?)?)?;
         let mlp = self
             .down
-            .forward(&ops::gelu(&self.up.forward(&self.ln2.forward(&x)?)?)?)?;
+            .forward(&self.up.forward_gelu(&self.ln2.forward(&x)?)?)?;
         x + mlp
     }
 }

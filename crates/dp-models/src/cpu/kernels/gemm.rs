@@ -1,5 +1,7 @@
 //! A bounds-checked single-threaded gemm over strided row-major views.
 
+use std::mem::MaybeUninit;
+
 /// A row-major matrix view: `data[row * row_stride + col * col_stride]`.
 #[derive(Clone, Copy)]
 pub(crate) struct Mat<'a> {
@@ -91,6 +93,70 @@ pub(crate) fn matmul(
             1,
             dst_row_stride as isize,
             accumulate,
+            lhs.data.as_ptr(),
+            lhs.col_stride as isize,
+            lhs.row_stride as isize,
+            rhs.data.as_ptr(),
+            rhs.col_stride as isize,
+            rhs.row_stride as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// `dst (m×n, rows n apart) = lhs (m×k) · rhs (k×n)` into memory not yet written: every
+/// element of `dst` is written (zeros for k = 0) and none is read, so a caller can hand
+/// it a vector's spare capacity instead of zero-filling the output first (a pass over
+/// it as long as the gemm's own writes). Single-threaded.
+///
+/// Panics if `dst` is not exactly m·n long or a view is too short for its shape.
+pub(crate) fn matmul_uninit(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [MaybeUninit<f32>],
+    lhs: Mat<'_>,
+    rhs: Mat<'_>,
+) {
+    assert_eq!(dst.len(), m * n, "matmul_uninit: dst is not m·n");
+    assert!(
+        extent(m, k, lhs.row_stride, lhs.col_stride) <= lhs.data.len(),
+        "matmul_uninit: lhs too short"
+    );
+    assert!(
+        extent(k, n, rhs.row_stride, rhs.col_stride) <= rhs.data.len(),
+        "matmul_uninit: rhs too short"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst.iter_mut().for_each(|d| {
+            d.write(0.0);
+        });
+        return;
+    }
+    // SAFETY: the asserts bound every index gemm reads in lhs and rhs and writes in dst
+    // (m·n elements, rows n apart); `dst` is borrowed mutably and aliases neither input.
+    // With `read_dst` false gemm sets its alpha to zero and its kernels then only store
+    // into dst (gemm-common 0.19 `gemm_basic_generic` and the microkernels' alpha_status
+    // 0 path); later K blocks read only what the first block stored. MaybeUninit<f32> has
+    // f32's layout.
+    #[allow(unsafe_code)]
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr().cast::<f32>(),
+            1,
+            n as isize,
+            false,
             lhs.data.as_ptr(),
             lhs.col_stride as isize,
             lhs.row_stride as isize,

@@ -13,9 +13,9 @@ mod simd;
 mod tanh;
 
 pub(crate) use dot::{dot, sum_of_squares, sum_of_squares_f64, upper_f32};
-pub(crate) use gemm::{matmul, Mat};
+pub(crate) use gemm::{matmul, matmul_uninit, Mat};
 pub(crate) use im2col::{col2im, im2col, ConvGeometry};
 pub(crate) use simd::vectorized;
 #[cfg(test)]
 pub(crate) use simd::FORCE_BASELINE;
-pub(crate) use tanh::tanh_fast;
+pub(crate) use tanh::{exp_nonpositive, tanh_fast};
