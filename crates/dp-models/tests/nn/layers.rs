@@ -35,6 +35,84 @@ fn linear_on_rows_and_on_sequences() {
     }
 }
 
+/// A Linear layer with its GELU in one op (`forward_gelu`, `forward_gelu_erf`) behind
+/// another layer, so that the private forward runs the fused op too (it fuses only where
+/// its input is in the graph).
+#[test]
+fn linear_with_gelu_on_rows_and_on_sequences() {
+    for (shape, seed, exact) in [(vec![6, 5], 1, false), (vec![4, 7, 5], 2, true)] {
+        let (varmap, taps, vb) = builder();
+        let first = nn::linear(5, 4, vb.pp("first")).expect("layer");
+        let fc = nn::linear(4, 3, vb.pp("fc")).expect("layer");
+        let head = nn::linear_no_bias(3, 2, vb.pp("head")).expect("layer");
+        let x = random(seed, &shape, 1.0);
+        let y = random(seed + 10, &[shape[0], 2], 1.0);
+        let net = Net {
+            taps,
+            varmap,
+            batch: shape[0],
+            losses: Box::new(|b| {
+                let h = first.forward(&select(&x, b)?)?;
+                let h = if exact {
+                    fc.forward_gelu_erf(&h)?
+                } else {
+                    fc.forward_gelu(&h)?
+                };
+                let h = if h.rank() == 3 { h.sum(1)? } else { h };
+                Ok(loss::mse(&head.forward(&h)?, &select(&y, b)?)?)
+            }),
+        };
+        check(&net, &format!("linear + gelu {shape:?}"));
+    }
+}
+
+/// `forward_gelu` is `ops::gelu` of `forward` (and `forward_gelu_erf` `ops::gelu_erf`'s):
+/// the same values and the same gradients of the input and both parameters.
+#[test]
+fn linear_with_gelu_equals_the_two_ops() {
+    type Both = (
+        fn(&nn::Linear, &Tensor) -> candle_core::Result<Tensor>,
+        fn(&Tensor) -> candle_core::Result<Tensor>,
+    );
+    let forms: [Both; 2] = [
+        (nn::Linear::forward_gelu, nn::ops::gelu),
+        (nn::Linear::forward_gelu_erf, nn::ops::gelu_erf),
+    ];
+    for (fused, activation) in forms {
+        let (_varmap, _taps, vb) = builder();
+        let fc = nn::linear(5, 3, vb.pp("fc")).expect("layer");
+        let x = candle_core::Var::from_tensor(&random(3, &[2, 4, 5], 1.0)).expect("x");
+        let g = random(4, &[2, 4, 3], 1.0);
+        let one = fused(&fc, x.as_tensor()).expect("fused");
+        let two = fc
+            .forward(x.as_tensor())
+            .and_then(|z| activation(&z))
+            .expect("two ops");
+        let host = |t: &Tensor| -> Vec<f32> {
+            t.flatten_all()
+                .and_then(|t| t.to_vec1())
+                .expect("host values")
+        };
+        assert_eq!(host(&one), host(&two), "values");
+        let grads = |y: &Tensor| {
+            (y * &g)
+                .and_then(|l| l.sum_all())
+                .and_then(|l| l.backward())
+                .expect("backward")
+        };
+        let (a, b) = (grads(&one), grads(&two));
+        let bias = fc.bias().expect("bias");
+        for t in [x.as_tensor(), fc.weight().as_tensor(), bias.as_tensor()] {
+            let (ga, gb) = (a.get(t).expect("fused"), b.get(t).expect("two ops"));
+            let close = host(ga)
+                .iter()
+                .zip(host(gb))
+                .all(|(p, q)| (p - q).abs() <= 1e-6 * (1.0 + q.abs()));
+            assert!(close, "gradient");
+        }
+    }
+}
+
 #[test]
 fn embedding_with_repeated_tokens() {
     let (varmap, taps, vb) = builder();
