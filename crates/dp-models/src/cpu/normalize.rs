@@ -16,7 +16,8 @@ pub(crate) struct Normalize {
 
 impl Normalize {
     /// The row's mean (0 without `remove_mean`) and 1/√(var + eps).
-    fn stats(&self, row: &[f32]) -> (f32, f32) {
+    #[inline(always)]
+    pub(super) fn stats(&self, row: &[f32]) -> (f32, f32) {
         let n = row.len() as f32;
         let mean = if self.remove_mean {
             row.iter().sum::<f32>() / n

@@ -6,7 +6,7 @@ use std::mem::MaybeUninit;
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::kernels::{matmul, sum_of_squares_f64, upper_f32, vectorized, Mat};
+use super::kernels::{matmul, matmul_uninit, sum_of_squares_f64, upper_f32, vectorized, Mat};
 use super::storage_f32;
 
 /// The uses of one parameter, each `(l (B, Kₐ, m), r (B, Kₐ, n))` f32 on the CPU →
@@ -50,13 +50,13 @@ pub(crate) fn outer_per_sample(
         .zip(squared.par_iter_mut())
         .enumerate()
         .for_each(|(i, (chunk, sq))| {
-            // Zeroed here, by the worker that fills it, while it is in cache (a
-            // `vec![0.0; …]` would be one serial memset of the whole batch's gradients).
-            let dst = zeroed(chunk);
-            for (a, (l, r, k)) in slices.iter().enumerate() {
-                let (li, ri) = (&l[i * k * m..][..k * m], &r[i * k * n..][..k * n]);
-                let (lhs, rhs) = (Mat::transposed(li, m), Mat::rows(ri, n));
-                matmul(m, n, *k, dst, n, a > 0, lhs, rhs);
+            // The first use writes the example's gradient (no zero fill: a `vec![0.0; …]`
+            // would be one serial memset of the whole batch's gradients), the others add.
+            let (lhs, rhs, k) = example(slices[0], i, (m, n));
+            let dst = product_into(chunk, (m, n, k), lhs, rhs);
+            for other in &slices[1..] {
+                let (lhs, rhs, k) = example(*other, i, (m, n));
+                matmul(m, n, k, dst, n, true, lhs, rhs);
             }
             let sum = vectorized(
                 #[inline(always)]
@@ -65,7 +65,7 @@ pub(crate) fn outer_per_sample(
             *sq = upper_f32(sum, dst.len());
         });
     // SAFETY: the chunks above cover the first `b·width` entries exactly (`width` each,
-    // `b` of them; for `width = 0` there is nothing to cover) and `zeroed` initialised
+    // `b` of them; for `width = 0` there is nothing to cover) and `product_into` initialised
     // every entry of each.
     #[allow(unsafe_code)]
     unsafe {
@@ -78,13 +78,27 @@ pub(crate) fn outer_per_sample(
     ))
 }
 
-/// `chunk` filled with zeros, as initialised floats.
-fn zeroed(chunk: &mut [MaybeUninit<f32>]) -> &mut [f32] {
-    for x in chunk.iter_mut() {
-        x.write(0.0);
-    }
-    // SAFETY: every entry was written just above, and `MaybeUninit<f32>` has the layout
-    // of `f32`.
+/// Example `i`'s factors `lᵢᵀ` (m × K) and `rᵢ` (K × n) of one use `(l, r, K)`.
+fn example<'a>(
+    (l, r, k): (&'a [f32], &'a [f32], usize),
+    i: usize,
+    (m, n): (usize, usize),
+) -> (Mat<'a>, Mat<'a>, usize) {
+    let (li, ri) = (&l[i * k * m..][..k * m], &r[i * k * n..][..k * n]);
+    (Mat::transposed(li, m), Mat::rows(ri, n), k)
+}
+
+/// `lhs (m×k) · rhs (k×n)` written into `chunk` ([`matmul_uninit`] asserts that it is
+/// m·n long and writes every entry), returned as initialised floats.
+fn product_into<'a>(
+    chunk: &'a mut [MaybeUninit<f32>],
+    (m, n, k): (usize, usize, usize),
+    lhs: Mat<'_>,
+    rhs: Mat<'_>,
+) -> &'a mut [f32] {
+    matmul_uninit(m, n, k, chunk, lhs, rhs);
+    // SAFETY: `matmul_uninit` returned, so it wrote every entry of `chunk`, and
+    // `MaybeUninit<f32>` has the layout of `f32`.
     #[allow(unsafe_code)]
     unsafe {
         &mut *(chunk as *mut [MaybeUninit<f32>] as *mut [f32])

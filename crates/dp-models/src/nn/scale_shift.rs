@@ -94,16 +94,27 @@ fn tap_scale_shift(
 ) -> candle_core::Result<Tensor> {
     let (weight, bias, xhat) = (weight.cloned(), bias.cloned(), xhat.detach());
     taps.tap(y, move |grad| {
-        let mut contributions = Vec::new();
-        if let Some(w) = weight {
-            let gw = per_channel(&(grad * &xhat)?, channels)?;
-            contributions.push((w, Contribution::PerSample(gw)));
-        }
-        if let Some(b) = bias {
-            contributions.push((b, Contribution::PerSample(per_channel(grad, channels)?)));
-        }
-        Ok(contributions)
+        contributions(grad, &xhat, weight, bias, channels)
     })
+}
+
+/// The per-sample gradients of γ and β from the output gradient `grad` and `x̂`.
+pub(super) fn contributions(
+    grad: &Tensor,
+    xhat: &Tensor,
+    weight: Option<Var>,
+    bias: Option<Var>,
+    channels: Channels,
+) -> crate::error::Result<Vec<(Var, Contribution)>> {
+    let mut contributions = Vec::new();
+    if let Some(w) = weight {
+        let gw = per_channel(&(grad * xhat)?, channels)?;
+        contributions.push((w, Contribution::PerSample(gw)));
+    }
+    if let Some(b) = bias {
+        contributions.push((b, Contribution::PerSample(per_channel(grad, channels)?)));
+    }
+    Ok(contributions)
 }
 
 /// The private forward's `x̂·γ + β` over the last dimension on the CPU: one op whose

@@ -204,6 +204,10 @@ fn a_trainable_layer_norm_gets_its_scale_and_shift_gradients() {
     let x = candle_core::Var::from_tensor(&random(62, &[3, 4, 6], 2.0)).expect("x");
     let g = random(63, &[3, 4, 6], 1.0);
     let y = norm.forward(x.as_tensor()).expect("forward");
+    let want_y = ops::layer_norm_composed(x.as_tensor(), 1e-5)
+        .and_then(|h| h.broadcast_mul(&gamma))
+        .expect("composed forward");
+    assert!(relative_error(&host(&y), &host(&want_y)) < 1e-5, "values");
     let grads = (y * &g)
         .and_then(|l| l.sum_all())
         .and_then(|l| l.backward())
