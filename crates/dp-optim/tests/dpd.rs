@@ -79,11 +79,11 @@ fn calibrated_epsilon_iter_composes_to_the_target() -> dp_optim::Result<()> {
                     assert!((c.delta_iter - delta_iter).abs() <= 1e-18);
                     if gaussian == GaussianCalibration::Classic {
                         let classic = (2.0 * (1.25 / delta_iter).ln()).sqrt() / c.epsilon_iter;
-                        assert!((c.sigma - classic).abs() <= 1e-12 * classic);
+                        assert!((c.paper_sigma - classic).abs() <= 1e-12 * classic);
                     } else {
                         // The analytic Gaussian never needs more noise than the classic bound.
                         let classic = (2.0 * (1.25 / delta_iter).ln()).sqrt() / c.epsilon_iter;
-                        assert!(c.epsilon_iter >= 1.0 || c.sigma <= classic);
+                        assert!(c.epsilon_iter >= 1.0 || c.paper_sigma <= classic);
                     }
                 }
             }
@@ -118,7 +118,7 @@ fn zcdp_allows_a_larger_per_iteration_budget_than_advanced_composition() -> dp_o
                 zcdp.epsilon_iter,
                 ac.epsilon_iter
             );
-            assert!(zcdp.sigma <= ac.sigma);
+            assert!(zcdp.paper_sigma <= ac.paper_sigma);
         }
     }
     Ok(())
@@ -151,7 +151,7 @@ fn budgets_outside_a_theorems_domain_are_refused() -> dp_optim::Result<()> {
         ..classic
     };
     let c = sound.calibrate()?;
-    assert!(c.epsilon_iter > 1.0 && c.sigma > 0.0);
+    assert!(c.epsilon_iter > 1.0 && c.paper_sigma > 0.0);
     // Bad bookkeeping is a typed error, not a NaN.
     let bad = DpdBudget {
         delta_prime: 2e-5,
@@ -200,7 +200,7 @@ fn dpd(placement: NoisePlacement, sigma: f64) -> DpdTraining {
         calibration: dp_optim::dpd::DpdCalibration {
             epsilon_iter: 0.5,
             delta_iter: 1e-6,
-            sigma,
+            paper_sigma: sigma,
             epsilon_total: 1.0,
         },
         clip: 1.0,
@@ -406,4 +406,19 @@ fn dpd_accounting_readings() -> dp_optim::Result<()> {
     )?;
     assert!(z1 > ac_eps, "Z1 ignores amplification and is looser");
     Ok(())
+}
+
+/// The paper's σ keeps its serialised name, `sigma`: the run cache's records and keys
+/// were written with it.
+#[test]
+fn the_paper_sigma_is_serialised_as_sigma() {
+    let c = dp_optim::dpd::DpdCalibration {
+        epsilon_iter: 0.5,
+        delta_iter: 1e-6,
+        paper_sigma: 1.25,
+        epsilon_total: 1.0,
+    };
+    let json = serde_json::to_value(c).expect("serialised");
+    assert_eq!(json["sigma"], 1.25);
+    assert_eq!(c.noise_multiplier(), 2.5);
 }

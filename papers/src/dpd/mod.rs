@@ -196,7 +196,7 @@ fn read(
                 config.delta_total,
             )?;
             r.epsilon_iter = Some(c.epsilon_iter);
-            r.sigma = Some(c.sigma);
+            r.sigma = Some(c.paper_sigma);
             r.eps_rdp_replace_one = Some(ro);
             r.eps_rdp_add_remove = Some(ar);
             r.eps_pld_add_remove = Some(pld);

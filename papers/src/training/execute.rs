@@ -186,7 +186,7 @@ impl Run<'_> {
                         &theta,
                         layers,
                         d.clip,
-                        d.calibration.sigma,
+                        d.calibration.paper_sigma,
                     )?,
                 })
             }

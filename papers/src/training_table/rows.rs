@@ -196,7 +196,7 @@ fn dpd_cells(run: &RunConfig, results: &[RunResult]) -> Vec<String> {
             .collect()
     };
     let eps_iter = of_dpd(&|d| d.calibration.epsilon_iter);
-    let sigma = of_dpd(&|d| d.calibration.sigma);
+    let sigma = of_dpd(&|d| d.calibration.paper_sigma);
     let alpha = of_dpd(&|d| d.dropout_rates.first().map_or(f64::NAN, |r| r.median));
     let predictive: Vec<f64> = results.iter().filter_map(|r| r.predictive_metric).collect();
     vec![

@@ -213,7 +213,11 @@ fn row_backward(
         g_sum += gh;
         gx_sum += gh * (v - mean) * rstd;
     }
-    let g_mean = if normalize.remove_mean { g_sum / n } else { 0.0 };
+    let g_mean = if normalize.remove_mean {
+        g_sum / n
+    } else {
+        0.0
+    };
     let gx = gx_sum / n;
     for (((o, &g), &s), &v) in dx.iter_mut().zip(g).zip(scale).zip(x) {
         *o = rstd * (g * s - g_mean - (v - mean) * rstd * gx);

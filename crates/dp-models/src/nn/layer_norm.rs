@@ -101,7 +101,12 @@ impl LayerNorm {
             return Ok(None);
         }
         let (slot, normalised) = (cpu::GradientSlot::default(), cpu::GradientSlot::default());
-        let op = cpu::NormAffine::new(normalize, false, Some(slot.clone()), Some(normalised.clone()));
+        let op = cpu::NormAffine::new(
+            normalize,
+            false,
+            Some(slot.clone()),
+            Some(normalised.clone()),
+        );
         let (w, b) = (self.weight.as_tensor().detach(), bias.as_tensor().detach());
         let y = x.apply_op3(&w, &b, op)?;
         let (weight, bias) = (self.weight.clone(), bias.clone());

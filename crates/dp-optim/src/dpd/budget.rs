@@ -75,8 +75,12 @@ pub struct DpdCalibration {
     pub epsilon_iter: f64,
     /// `(δ_tot − δ′)/(Tν)`.
     pub delta_iter: f64,
-    /// σ: the noise on the clipped sum has standard deviation `2Cσ`.
-    pub sigma: f64,
+    /// σ as the DPD paper writes it, not the noise multiplier: the noise on the clipped
+    /// sum has standard deviation `2Cσ`, so the engine's multiplier is `2σ`
+    /// ([`DpdCalibration::noise_multiplier`]). Serialised as `sigma`, the name in the
+    /// run cache's records.
+    #[serde(rename = "sigma")]
+    pub paper_sigma: f64,
     /// ε_tot as composed from `epsilon_iter` (≤ the target, equal to it to ~1e-12).
     pub epsilon_total: f64,
 }
@@ -84,7 +88,7 @@ pub struct DpdCalibration {
 impl DpdCalibration {
     /// The engine's noise multiplier (noise std over the clipping norm C): `2σ`.
     pub fn noise_multiplier(&self) -> f64 {
-        2.0 * self.sigma
+        2.0 * self.paper_sigma
     }
 }
 
@@ -230,7 +234,7 @@ impl DpdBudget {
         Ok(DpdCalibration {
             epsilon_iter: lo,
             delta_iter,
-            sigma: self.sigma_for(lo)?,
+            paper_sigma: self.sigma_for(lo)?,
             epsilon_total: total(lo)?,
         })
     }
