@@ -13,6 +13,9 @@ use super::{f32_slice, keep_gradient, storage_f32, GradientSlot};
 /// Rows per parallel task.
 const ROWS_PER_TASK: usize = 64;
 
+/// γ's and β's gradients: the column sums `Σ g⊙x̂` and `Σ g`.
+type ColumnSums = (Vec<f32>, Vec<f32>);
+
 /// `x (…, d)`, `γ (d)`, `β (d)` → `x̂·γ + β`. Backward: `x`'s gradient, and with
 /// `trainable` γ's `Σ g⊙x̂` and β's `Σ g` over all rows (without, both are constants: a
 /// private forward). The output's gradient is left in `catch`; with `keep_normalised`
@@ -164,11 +167,11 @@ fn backward(
     g: &[f32],
     scale: &[f32],
     trainable: bool,
-) -> (Vec<f32>, Option<(Vec<f32>, Vec<f32>)>) {
+) -> (Vec<f32>, Option<ColumnSums>) {
     let d = scale.len();
     let task = d * ROWS_PER_TASK;
     let mut dx = vec![0.0f32; x.len()];
-    let partials: Vec<(Vec<f32>, Vec<f32>)> = dx
+    let partials: Vec<ColumnSums> = dx
         .par_chunks_mut(task)
         .zip(x.par_chunks(task).zip(g.par_chunks(task)))
         .map(|(dx, (x, g))| {
@@ -203,7 +206,7 @@ fn row_backward(
     g: &[f32],
     scale: &[f32],
     dx: &mut [f32],
-    sums: Option<&mut (Vec<f32>, Vec<f32>)>,
+    sums: Option<&mut ColumnSums>,
 ) {
     let (mean, rstd) = normalize.stats(x);
     let n = x.len() as f32;
