@@ -129,15 +129,26 @@ pub(super) fn rows_times(
     };
     // The rows start from the bias; gemm adds the product to them.
     let mut out = bias.repeat(m);
-    if n > 0 && k > 0 {
-        let rows = rows_per_task(m);
-        out.par_chunks_mut(rows * n)
-            .zip(x.par_chunks(rows * k))
-            .for_each(|(dst, rows)| {
-                matmul(dst.len() / n, n, k, dst, n, true, Mat::rows(rows, k), rhs);
-            });
-    }
+    add_rows_times(&mut out, x, rhs, (m, n, k));
     out
+}
+
+/// `out (M × N) += x (M × K) · rhs (K × N)`, parallel over blocks of rows.
+pub(super) fn add_rows_times(
+    out: &mut [f32],
+    x: &[f32],
+    rhs: Mat<'_>,
+    (m, n, k): (usize, usize, usize),
+) {
+    if n == 0 || k == 0 {
+        return;
+    }
+    let rows = rows_per_task(m);
+    out.par_chunks_mut(rows * n)
+        .zip(x.par_chunks(rows * k))
+        .for_each(|(dst, rows)| {
+            matmul(dst.len() / n, n, k, dst, n, true, Mat::rows(rows, k), rhs);
+        });
 }
 
 /// `x (M × K) · rhs` (K × N) into a new vector that is written once, by the gemm (no

@@ -46,10 +46,22 @@ impl super::LinearLayers for MultiHeadAttention {
     }
 }
 
+impl MultiHeadAttention {
+    /// The heads' output before the projection `o`.
+    fn heads(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (q, k, v) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
+        ops::attention(&q, &k, &v, self.heads, self.causal)
+    }
+
+    /// `residual + attention(x)`: the projection `o` and a pre-LN block's residual
+    /// addition in one op on the CPU ([`Linear::forward_residual`]).
+    pub fn forward_residual(&self, x: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
+        self.o.forward_residual(&self.heads(x)?, residual)
+    }
+}
+
 impl Module for MultiHeadAttention {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let (q, k, v) = (self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?);
-        self.o
-            .forward(&ops::attention(&q, &k, &v, self.heads, self.causal)?)
+        self.o.forward(&self.heads(x)?)
     }
 }

@@ -57,11 +57,9 @@ impl Block {
 
 impl Module for Block {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let x = (x + self.attn.forward(&self.ln1.forward(x)?)?)?;
-        let mlp = self
-            .down
-            .forward(&self.up.forward_gelu(&self.ln2.forward(&x)?)?)?;
-        x + mlp
+        let x = self.attn.forward_residual(&self.ln1.forward(x)?, x)?;
+        let hidden = self.up.forward_gelu(&self.ln2.forward(&x)?)?;
+        self.down.forward_residual(&hidden, &x)
     }
 }
 

@@ -113,6 +113,84 @@ fn linear_with_gelu_equals_the_two_ops() {
     }
 }
 
+/// `forward_residual` (the projection and a residual addition in one op) against the
+/// per-example loop, with and without a bias, the residual itself in the graph.
+#[test]
+fn linear_with_residual_on_sequences() {
+    for (seed, with_bias) in [(1, true), (2, false)] {
+        let (varmap, taps, vb) = builder();
+        let first = nn::linear(5, 3, vb.pp("first")).expect("layer");
+        let fc = if with_bias {
+            nn::linear(4, 3, vb.pp("fc"))
+        } else {
+            nn::linear_no_bias(4, 3, vb.pp("fc"))
+        }
+        .expect("layer");
+        let head = nn::linear_no_bias(3, 2, vb.pp("head")).expect("layer");
+        let x = random(seed, &[4, 7, 5], 1.0);
+        let h = random(seed + 5, &[4, 7, 4], 1.0);
+        let y = random(seed + 10, &[4, 2], 1.0);
+        let net = Net {
+            taps,
+            varmap,
+            batch: 4,
+            losses: Box::new(|b| {
+                let stream = first.forward(&select(&x, b)?)?;
+                let out = fc.forward_residual(&select(&h, b)?, &stream)?.tanh()?;
+                Ok(loss::mse(&head.forward(&out.sum(1)?)?, &select(&y, b)?)?)
+            }),
+        };
+        check(&net, &format!("linear + residual, bias {with_bias}"));
+    }
+}
+
+/// `forward_residual` is `residual + forward`: values within 1e-6 and the same gradients
+/// of the input, the residual, the weight and the bias.
+#[test]
+fn linear_with_residual_equals_the_two_ops() {
+    let (_varmap, _taps, vb) = builder();
+    let fc = nn::linear(5, 3, vb.pp("fc")).expect("layer");
+    let x = candle_core::Var::from_tensor(&random(3, &[2, 4, 5], 1.0)).expect("x");
+    let r = candle_core::Var::from_tensor(&random(5, &[2, 4, 3], 1.0)).expect("r");
+    let g = random(4, &[2, 4, 3], 1.0);
+    let one = fc
+        .forward_residual(x.as_tensor(), r.as_tensor())
+        .expect("fused");
+    let two = fc
+        .forward(x.as_tensor())
+        .and_then(|z| r.as_tensor() + z)
+        .expect("two ops");
+    let host = |t: &Tensor| -> Vec<f32> {
+        t.flatten_all()
+            .and_then(|t| t.to_vec1())
+            .expect("host values")
+    };
+    let close = |a: Vec<f32>, b: Vec<f32>| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(&b)
+                .all(|(p, q)| (p - q).abs() <= 1e-6 * (1.0 + q.abs()))
+    };
+    assert!(close(host(&one), host(&two)), "values");
+    let grads = |y: &Tensor| {
+        (y * &g)
+            .and_then(|l| l.sum_all())
+            .and_then(|l| l.backward())
+            .expect("backward")
+    };
+    let (a, b) = (grads(&one), grads(&two));
+    let bias = fc.bias().expect("bias");
+    for t in [
+        x.as_tensor(),
+        r.as_tensor(),
+        fc.weight().as_tensor(),
+        bias.as_tensor(),
+    ] {
+        let (ga, gb) = (a.get(t).expect("fused"), b.get(t).expect("two ops"));
+        assert!(close(host(ga), host(gb)), "gradient");
+    }
+}
+
 #[test]
 fn embedding_with_repeated_tokens() {
     let (varmap, taps, vb) = builder();
