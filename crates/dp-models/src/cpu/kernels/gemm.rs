@@ -39,6 +39,18 @@ fn extent(rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> usi
     }
 }
 
+/// Panics unless `lhs` holds an m × k view and `rhs` a k × n one.
+fn assert_operands_fit(m: usize, n: usize, k: usize, lhs: Mat<'_>, rhs: Mat<'_>) {
+    assert!(
+        extent(m, k, lhs.row_stride, lhs.col_stride) <= lhs.data.len(),
+        "matmul: lhs too short"
+    );
+    assert!(
+        extent(k, n, rhs.row_stride, rhs.col_stride) <= rhs.data.len(),
+        "matmul: rhs too short"
+    );
+}
+
 /// `dst (m×n) = [dst +] lhs (m×k) · rhs (k×n)`, single-threaded (samples are parallel).
 ///
 /// Panics if a view is too short for its shape and strides, which would be a bug in the
@@ -58,14 +70,7 @@ pub(crate) fn matmul(
         extent(m, n, dst_row_stride, 1) <= dst.len(),
         "matmul: dst too short"
     );
-    assert!(
-        extent(m, k, lhs.row_stride, lhs.col_stride) <= lhs.data.len(),
-        "matmul: lhs too short"
-    );
-    assert!(
-        extent(k, n, rhs.row_stride, rhs.col_stride) <= rhs.data.len(),
-        "matmul: rhs too short"
-    );
+    assert_operands_fit(m, n, k, lhs, rhs);
     if m == 0 || n == 0 {
         return;
     }
@@ -124,14 +129,7 @@ pub(crate) fn matmul_uninit(
     rhs: Mat<'_>,
 ) {
     assert_eq!(dst.len(), m * n, "matmul_uninit: dst is not m·n");
-    assert!(
-        extent(m, k, lhs.row_stride, lhs.col_stride) <= lhs.data.len(),
-        "matmul_uninit: lhs too short"
-    );
-    assert!(
-        extent(k, n, rhs.row_stride, rhs.col_stride) <= rhs.data.len(),
-        "matmul_uninit: rhs too short"
-    );
+    assert_operands_fit(m, n, k, lhs, rhs);
     if m == 0 || n == 0 {
         return;
     }
