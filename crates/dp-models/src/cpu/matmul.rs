@@ -157,6 +157,8 @@ fn rows_times_fresh(x: &[f32], rhs: Mat<'_>, (m, n, k): (usize, usize, usize)) -
     if n == 0 || k == 0 {
         return vec![0.0; m * n];
     }
+    // The chunks below partition the output only if x has all m rows.
+    assert_eq!(x.len(), m * k, "rows_times: x is not m·k");
     let mut out = Vec::with_capacity(m * n);
     let rows = rows_per_task(m);
     out.spare_capacity_mut()[..m * n]

@@ -285,8 +285,10 @@ impl Linear {
     }
 
     /// `residual + x Wᵀ + b` (a transformer block's output projection and its residual
-    /// addition), in one op on the CPU: one node of Candle's graph fewer, so no pass over
-    /// the residual stream and no zero tensor and addition for the projection's output.
+    /// addition), in one op on the CPU: one node of Candle's graph fewer, so one pass over
+    /// the residual stream fewer and no zero tensor and addition for the projection's
+    /// output (the op reads the weight and bias packed as one tensor, a copy of the
+    /// parameter's size per call).
     pub fn forward_residual(&self, x: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
         let on_cpu = cpu::applies(x) && cpu::applies(residual);
         if self.adapter().is_some() || !on_cpu || x.rank() != residual.rank() {
@@ -354,6 +356,8 @@ impl Linear {
         // gradient of x Wᵀ + b in the slot; otherwise a probe on x Wᵀ + b records it.
         let fused = activation.filter(|_| x.track_op());
         let out = affine(x, &w, b.as_ref(), true, Some(&slot), fused)?;
+        // An activated output is caught (x is in the graph), so no probe lands on GELU(z).
+        debug_assert!(!out.activated || out.caught);
         let (weight, bias, input) = (self.weight.clone(), self.bias.clone(), x.detach());
         let resolve = move |grad: &Tensor| contributions(&weight, bias.as_ref(), &input, grad);
         let y = if out.caught {
