@@ -62,9 +62,9 @@ struct State {
 /// graph variables, so a non-private backward and evaluation work as usual). Inside one
 /// ([`Taps::clipped_gradients`](super::PrivateGradients)), every DP layer uses its weights
 /// as constants and marks its output — the built-in layers' own CPU ops keep its gradient,
-/// a layer written outside this crate gets a zero probe added ([`Taps::tap`]): one
-/// backward of the summed per-example loss then gives each use of each layer its `dL/dz`,
-/// and nothing else.
+/// a layer written outside this crate gets a probe ([`Taps::tap`]): one backward of the
+/// summed per-example loss then gives each use of each layer its `dL/dz`, and nothing
+/// else.
 #[derive(Clone, Default)]
 pub struct Taps {
     state: Arc<Mutex<State>>,
@@ -238,9 +238,11 @@ impl Taps {
         self.lock().recording.is_some()
     }
 
-    /// In a private forward, adds a zero probe to a layer's `output` and keeps `resolve`
-    /// for after the backward; outside one, returns `output` unchanged. This is the seam
-    /// for a DP layer written outside this crate.
+    /// In a private forward, probes a layer's `output` — an identity op that keeps the
+    /// gradient passing through it, or, for an output not yet in Candle's graph (a first
+    /// layer on data), the addition of a zero variable whose gradient it is — and keeps
+    /// `resolve` for after the backward; outside one, returns `output` unchanged. This is
+    /// the seam for a DP layer written outside this crate.
     pub fn tap(
         &self,
         output: Tensor,
