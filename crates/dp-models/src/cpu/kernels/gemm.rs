@@ -90,26 +90,13 @@ pub(crate) fn matmul(
     // corresponding slice; `dst` is borrowed mutably and cannot alias `lhs` or `rhs`.
     #[allow(unsafe_code)]
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
+        single_threaded_gemm(
+            (m, n, k),
             dst.as_mut_ptr(),
-            1,
-            dst_row_stride as isize,
+            dst_row_stride,
             accumulate,
-            lhs.data.as_ptr(),
-            lhs.col_stride as isize,
-            lhs.row_stride as isize,
-            rhs.data.as_ptr(),
-            rhs.col_stride as isize,
-            rhs.row_stride as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
+            lhs,
+            rhs,
         );
     }
 }
@@ -147,28 +134,53 @@ pub(crate) fn matmul_uninit(
     // f32's layout.
     #[allow(unsafe_code)]
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
+        single_threaded_gemm(
+            (m, n, k),
             dst.as_mut_ptr().cast::<f32>(),
-            1,
-            n as isize,
+            n,
             false,
-            lhs.data.as_ptr(),
-            lhs.col_stride as isize,
-            lhs.row_stride as isize,
-            rhs.data.as_ptr(),
-            rhs.col_stride as isize,
-            rhs.row_stride as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
+            lhs,
+            rhs,
         );
     }
+}
+
+/// `dst (m×n, rows `dst_row_stride` apart) = [dst +] lhs · rhs` by gemm on this thread.
+///
+/// # Safety
+/// `dst` must be valid for writes (and, with `read_dst`, reads) of the m × n view, and
+/// `lhs`, `rhs` must hold their m × k and k × n views ([`assert_operands_fit`]); `dst`
+/// must alias neither.
+#[allow(unsafe_code)]
+unsafe fn single_threaded_gemm(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut f32,
+    dst_row_stride: usize,
+    read_dst: bool,
+    lhs: Mat<'_>,
+    rhs: Mat<'_>,
+) {
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst,
+        1,
+        dst_row_stride as isize,
+        read_dst,
+        lhs.data.as_ptr(),
+        lhs.col_stride as isize,
+        lhs.row_stride as isize,
+        rhs.data.as_ptr(),
+        rhs.col_stride as isize,
+        rhs.row_stride as isize,
+        1.0,
+        1.0,
+        false,
+        false,
+        false,
+        gemm::Parallelism::None,
+    );
 }
 
 #[cfg(test)]
