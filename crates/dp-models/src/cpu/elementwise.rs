@@ -88,6 +88,16 @@ pub(super) fn map_rows(
     f: impl Fn(&[f32], &mut [f32]) + Sync,
 ) -> candle_core::Result<(CpuStorage, Shape)> {
     let (x, d) = (f32_slice(storage, layout)?, row_len(layout, what)?);
+    let out = map_row_slices(x, d, f);
+    Ok((CpuStorage::F32(out), layout.shape().clone()))
+}
+
+/// `f(row, out row)` for every row of length `d` (> 0) of a slice.
+pub(super) fn map_row_slices(
+    x: &[f32],
+    d: usize,
+    f: impl Fn(&[f32], &mut [f32]) + Sync,
+) -> Vec<f32> {
     let mut out = vec![0.0f32; x.len()];
     out.par_chunks_mut(d * ROWS_PER_TASK)
         .zip(x.par_chunks(d * ROWS_PER_TASK))
@@ -101,7 +111,7 @@ pub(super) fn map_rows(
                 },
             );
         });
-    Ok((CpuStorage::F32(out), layout.shape().clone()))
+    out
 }
 
 /// `f(row of a, row of b, out row)` for every row of two inputs of one shape.

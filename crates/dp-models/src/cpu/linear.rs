@@ -109,14 +109,31 @@ impl CustomOp3 for Linear {
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let grad = self.pre_activation_gradient(grad_res)?.contiguous()?;
         keep_gradient(self.catch.as_ref(), &grad);
-        let dx = grad.apply_op2_no_bwd(&w.contiguous()?, &Matmul::input_gradient())?;
-        if !self.parameter_gradients {
-            return Ok((Some(dx), None, None));
-        }
-        let dw = linear_weight_gradient(x, w, &grad)?;
-        let db = row_sums(&grad.reshape((1, (), b.elem_count()))?)?.reshape(b.shape())?;
-        Ok((Some(dx), Some(dw), Some(db)))
+        let (dx, parameters) = linear_backward(x, w, &grad, self.parameter_gradients)?;
+        Ok(match parameters {
+            Some((dw, db)) => (Some(dx), Some(dw), Some(db.reshape(b.shape())?)),
+            None => (Some(dx), None, None),
+        })
     }
+}
+
+/// The backward of `x wᵀ + b` (`w` (N, K) contiguous) from the contiguous gradient `g` of
+/// its output: `x`'s gradient `g w`, and with `parameter_gradients` the weight's `gᵀ x` and
+/// the bias's column sums of `g` (N,).
+pub(super) fn linear_backward(
+    x: &Tensor,
+    w: &Tensor,
+    grad: &Tensor,
+    parameter_gradients: bool,
+) -> candle_core::Result<(Tensor, Option<(Tensor, Tensor)>)> {
+    let dx = grad.apply_op2_no_bwd(&w.contiguous()?, &Matmul::input_gradient())?;
+    if !parameter_gradients {
+        return Ok((dx, None));
+    }
+    let n = w.dim(0)?;
+    let dw = linear_weight_gradient(x, w, grad)?;
+    let db = row_sums(&grad.reshape((1, (), n))?)?.reshape(n)?;
+    Ok((dx, Some((dw, db))))
 }
 
 #[cfg(test)]

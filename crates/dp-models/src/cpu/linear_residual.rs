@@ -4,15 +4,12 @@
 //! addition for the projection's output (Candle gives every node input its own).
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
-use rayon::prelude::*;
 
+use super::elementwise::map_row_slices;
 use super::kernels::Mat;
-use super::matmul::{add_rows_times, linear_weight_gradient, Matmul};
-use super::row_sums::row_sums;
+use super::linear::linear_backward;
+use super::matmul::add_rows_times;
 use super::{f32_slice, keep_gradient, GradientSlot};
-
-/// Rows per parallel task of the residual copy.
-const ROWS_PER_TASK: usize = 64;
 
 /// `x (…, K)`, `wb (N, K)` or, with `bias`, `(N, K + 1)` (the weight with the bias as its
 /// last column), `r (…, N)` → `r + x wᵀ + b`. Backward: `x`'s gradient, `r`'s (the output's
@@ -88,14 +85,12 @@ impl CustomOp3 for LinearResidual {
         let (n, k) = wb.dims2()?;
         let k = k - usize::from(self.bias);
         let w = wb.narrow(1, 0, k)?.contiguous()?;
-        let dx = grad.apply_op2_no_bwd(&w, &Matmul::input_gradient())?;
-        if !self.parameter_gradients {
+        let (dx, parameters) = linear_backward(x, &w, &grad, self.parameter_gradients)?;
+        let Some((dw, db)) = parameters else {
             return Ok((Some(dx), None, Some(grad)));
-        }
-        let dw = linear_weight_gradient(x, &w, &grad)?;
+        };
         let dwb = if self.bias {
-            let db = row_sums(&grad.reshape((1, (), n))?)?.reshape((n, 1))?;
-            Tensor::cat(&[&dw, &db], 1)?
+            Tensor::cat(&[&dw, &db.reshape((n, 1))?], 1)?
         } else {
             dw
         };
@@ -109,15 +104,9 @@ fn start_rows(r: &[f32], wb: &[f32], n: usize, stride: usize, bias: bool) -> Vec
         return r.to_vec();
     }
     let b: Vec<f32> = (0..n).map(|j| wb[j * stride + stride - 1]).collect();
-    let mut out = vec![0.0f32; r.len()];
-    out.par_chunks_mut(n * ROWS_PER_TASK)
-        .zip(r.par_chunks(n * ROWS_PER_TASK))
-        .for_each(|(out, r)| {
-            for (o, r) in out.chunks_mut(n).zip(r.chunks(n)) {
-                for ((o, &r), &b) in o.iter_mut().zip(r).zip(&b) {
-                    *o = r + b;
-                }
-            }
-        });
-    out
+    map_row_slices(r, n, |r, o| {
+        for ((o, &r), &b) in o.iter_mut().zip(r).zip(&b) {
+            *o = r + b;
+        }
+    })
 }
