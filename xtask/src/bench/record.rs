@@ -171,32 +171,52 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// `**latest** (date; median of n recorded comparisons m, range a–b)` of one figure over
-/// the sittings, with `digits` decimals.
+/// The comparisons recorded on the latest one's CPU: speed ratios move with the CPU
+/// (a sitting on another machine is a different experiment), so medians are taken there.
+fn on_latest_cpu(sittings: &[Sitting]) -> Vec<Sitting> {
+    let latest = sittings.last().expect("at least one sitting");
+    sittings
+        .iter()
+        .filter(|s| s.machine == latest.machine)
+        .cloned()
+        .collect()
+}
+
+/// `median m, range a–b` of `values`, with `digits` decimals.
+fn spread(values: &[f64], digits: usize, unit: &str) -> String {
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    let f = |v: f64| format!("{v:.digits$}{unit}");
+    format!(
+        "median {}, range {}–{}",
+        f(median(values.to_vec())),
+        f(lo),
+        f(hi)
+    )
+}
+
+/// `**latest** (date; n recorded comparisons on this CPU: median m, range a–b)` of one
+/// figure over the sittings on the latest one's CPU, with `digits` decimals.
 fn summary(
     sittings: &[Sitting],
     figure: impl Fn(&Sitting) -> f64,
     digits: usize,
     unit: &str,
 ) -> String {
-    let values: Vec<f64> = sittings.iter().map(&figure).collect();
+    let same_cpu = on_latest_cpu(sittings);
+    let values: Vec<f64> = same_cpu.iter().map(&figure).collect();
     let latest = sittings.last().expect("at least one sitting");
-    let f = |v: f64| format!("{v:.digits$}{unit}");
-    let head = format!("**{}** ({}", f(figure(latest)), latest.date);
+    let head = format!("**{:.digits$}{unit}** ({}", figure(latest), latest.date);
     if values.len() == 1 {
         return head + ")";
     }
-    let (lo, hi) = values
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-            (a.min(v), b.max(v))
-        });
     format!(
-        "{head}; median of {} recorded comparisons {}, range {}–{})",
+        "{head}; {} recorded comparisons on this CPU: {})",
         values.len(),
-        f(median(values.clone())),
-        f(lo),
-        f(hi)
+        spread(&values, digits, unit)
     )
 }
 
@@ -242,12 +262,23 @@ fn cnn_sentence(s: &[Sitting]) -> String {
 fn transformer_sentence(s: &[Sitting]) -> String {
     let latest = s.last().expect("at least one sitting");
     let [a, b] = latest.dp_overheads();
+    let overheads: Vec<f64> = on_latest_cpu(s)
+        .iter()
+        .flat_map(Sitting::dp_overheads)
+        .collect();
     let mut text = format!(
         "the transformer written with the DP layers (4 blocks, d 256, T 128, batch 32), \
-         ours ÷ Opacus ghost clipping: {}; in the latest, our DP step ÷ our non-private \
-         step {a:.2} / {b:.2} (before / after the peer)",
+         ours ÷ Opacus ghost clipping: {}; our DP step ÷ our non-private step {a:.2} / \
+         {b:.2} in the latest (before / after the peer)",
         summary(s, Sitting::ratio, 2, "×"),
     );
+    if overheads.len() > 2 {
+        text += &format!(
+            ", {} over the {} measurements on this CPU",
+            spread(&overheads, 2, ""),
+            overheads.len()
+        );
+    }
     if let Some(v) = latest.non_private_vs_pytorch() {
         text += &format!(", our non-private step {v:.2}× PyTorch's");
     }
@@ -273,7 +304,8 @@ pub fn paragraph(root: &Path) -> Result<String> {
     lines.push(
         "Speed, each figure a same-sitting comparison with the peer on a 2-core machine \
          (`cargo xtask bench dp-sgd|transformer --compare-opacus --record`; every comparison, \
-         with its commit, CPU and command, is kept in [`docs/bench/`](docs/bench/)):"
+         with its commit, CPU and command, is kept in [`docs/bench/`](docs/bench/); medians \
+         and ranges are over the comparisons recorded on the latest one's CPU):"
             .to_string(),
     );
     for (sittings, sentence) in [
@@ -352,10 +384,24 @@ mod tests {
         assert_eq!(s[2].ratio(), 1.2);
         let text = transformer_sentence(&s);
         assert!(
-            text.contains("clipping: **1.20×** (2026-12-05; median of 3 recorded comparisons 1.20×, range 1.10×–1.50×)"),
+            text.contains("clipping: **1.20×** (2026-12-05; 3 recorded comparisons on this CPU: median 1.20×, range 1.10×–1.50×)"),
             "{text}"
         );
-        assert!(text.contains("1.00 / 0.92"), "{text}");
+        assert!(text.contains("1.00 / 0.92 in the latest"), "{text}");
+        assert!(
+            text.contains("median 0.96, range 0.73–1.09 over the 6 measurements"),
+            "{text}"
+        );
+        // A comparison on another CPU is left out of the medians, not of the latest.
+        let mut other = s.clone();
+        other[0].machine = "Other CPU, 2 logical cores".into();
+        let text = transformer_sentence(&other);
+        assert!(
+            text.contains(
+                "(2026-12-05; 2 recorded comparisons on this CPU: median 1.35×, range 1.20×–1.50×)"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("our non-private step 0.50× PyTorch's"),
             "{text}"
