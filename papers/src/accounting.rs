@@ -10,9 +10,9 @@ use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation};
 use dp_optim::gdp::{authors_orders, moments_accountant_epsilon};
 use serde::Serialize;
 
-use super::compare;
 use super::config::{AccountingRow, Published, TableHeading};
 use super::plot::{Plot, Reference, Series};
+use super::report::compare;
 use super::report::{fmt, RunHeader, TableReport};
 
 /// Every accountant's reading of one (q, σ, T, δ).

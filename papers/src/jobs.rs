@@ -22,40 +22,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::args::{Profile, ReproduceArgs};
 use crate::config::{Algorithm, RunConfig, TrainingTable};
 use crate::table::{load_paper, Experiment};
 use crate::training::run_key;
-use crate::{Profile, ReproduceArgs};
-
-/// Where the runs of a reproduction train.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Jobs {
-    /// This many worker processes on this machine.
-    Workers(usize),
-    /// The ranks of the MPI job this process is one of.
-    Mpi,
-}
-
-impl std::fmt::Display for Jobs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Jobs::Workers(n) => write!(f, "{n} workers"),
-            Jobs::Mpi => write!(f, "the MPI job's ranks"),
-        }
-    }
-}
-
-/// `--jobs`: a number of workers (at least 1) or `mpi`.
-pub fn parse(value: &str) -> std::result::Result<Jobs, String> {
-    match value {
-        "mpi" => Ok(Jobs::Mpi),
-        n => match n.parse::<usize>() {
-            Ok(0) => Err("must be at least 1".into()),
-            Ok(n) => Ok(Jobs::Workers(n)),
-            Err(_) => Err("must be a number of workers or `mpi`".into()),
-        },
-    }
-}
 
 /// One run label of one table: what one worker trains.
 struct Unit {

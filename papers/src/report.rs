@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::config::Published;
+
 /// How our value relates to the paper's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -307,6 +309,29 @@ impl TableReport {
             .filter(|(_, n)| *n > 0)
             .collect()
     }
+}
+
+/// Our values of one published cell (`table`, `row`, `column`) against the paper's, or
+/// `None` where the paper publishes none.
+pub(crate) fn compare(
+    published: &Published,
+    table: &str,
+    row: &str,
+    column: &str,
+    values: &[f64],
+) -> Option<Comparison> {
+    let p = published.find(table, row, column)?;
+    let (ours, sd) = mean_sd(values);
+    Some(Comparison {
+        row: row.into(),
+        column: column.into(),
+        paper: Some(p.value),
+        source: Some(p.source.clone()),
+        ours: Some(ours),
+        ours_sd: sd,
+        difference: Some(ours - p.value),
+        status: status(ours, p.value, p.tolerance),
+    })
 }
 
 #[cfg(test)]

@@ -17,11 +17,11 @@ use dp_optim::{Checkpoint, Sampler};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::args::Profile;
 use super::config::{
     Algorithm, ClippingChoice, DatasetChoice, DpdTableConfig, LrDecay, ModelChoice, RunConfig,
     SamplerChoice, TrainingTable,
 };
-use super::Profile;
 
 mod epochs;
 mod execute;

@@ -5,7 +5,10 @@ directory module the path resolves to (`use crate::…` and inline `crate::…` 
 code, not comments; `super::` is resolved against the file's own module; a file's
 `#[cfg(test)] mod tests` is left out). Usage:
     python3 xtask/scripts/import_cycles.py crates/dp-accounting crates/dp-models …
-Prints each circle; exits 1 when there is one."""
+Also prints every arrow back up to the crate root: a module naming an item that the
+root file (lib.rs or main.rs) defines rather than re-exports — the root is the table of
+contents, so nothing below it may depend on it. Prints each circle and arrow; exits 1
+when there is one."""
 import os, re, sys
 
 
@@ -31,13 +34,41 @@ def resolve(path, mods):
     return None
 
 
+def root_items(mods):
+    """Names of the items the crate root's file defines (not `use` re-exports)."""
+    text = open(mods[()]).read() if () in mods else ''
+    text = re.sub(r'#\[cfg\(test\)\]\s*mod tests\s*\{.*', '', text, flags=re.S)
+    pattern = r'^(?:pub(?:\([^)]*\))?\s+)?(?:fn|struct|enum|const|static|type|trait)\s+(\w+)'
+    return set(re.findall(pattern, text, flags=re.M))
+
+
+def arrows_up(mods):
+    """(module, item) for every module naming an item the root defines."""
+    items, out = root_items(mods), []
+    for mod, file in mods.items():
+        if mod == ():
+            continue
+        for m in re.finditer(r'\b(crate|super)((?:::\w+)+)', code(file)):
+            parts = m.group(2).strip(':').split('::')
+            base = [] if m.group(1) == 'crate' else list(mod[:-1])
+            path = base + parts
+            if resolve(path, mods) is None and path and path[0] in items:
+                out.append((mod, path[0]))
+    return sorted(set(out))
+
+
+def code(file):
+    """The file's text without its test module and comments."""
+    text = open(file).read()
+    text = re.sub(r'#\[cfg\(test\)\]\s*mod tests\s*\{.*', '', text, flags=re.S)
+    # Doc and plain comments name paths without importing them.
+    return '\n'.join(l for l in text.splitlines() if not l.lstrip().startswith('//'))
+
+
 def edges(mods):
     graph = {m: set() for m in mods}
     for mod, file in mods.items():
-        text = open(file).read()
-        text = re.sub(r'#\[cfg\(test\)\]\s*mod tests\s*\{.*', '', text, flags=re.S)
-        # Doc and plain comments name paths without importing them.
-        text = '\n'.join(l for l in text.splitlines() if not l.lstrip().startswith('//'))
+        text = code(file)
         for m in re.finditer(r'\b(crate|super)((?:::\w+)+)', text):
             parts = m.group(2).strip(':').split('::')
             base = [] if m.group(1) == 'crate' else list(mod[:-1]) if not file.endswith('mod.rs') else list(mod[:-1])
@@ -85,7 +116,10 @@ def main():
         for comp in sccs(edges(mods)):
             found = True
             print(f"{crate}: circle: " + ' <-> '.join('::'.join(m) for m in sorted(comp)))
-    print("no import circle" if not found else "")
+        for mod, item in arrows_up(mods):
+            found = True
+            print(f"{crate}: arrow up: {'::'.join(mod)} names the root's {item}")
+    print("no import circle and no arrow up" if not found else "")
     sys.exit(1 if found else 0)
 
 

@@ -104,14 +104,23 @@ impl Checkpoint {
         }
         let checkpoint: Checkpoint =
             serde_json::from_slice(bytes).map_err(|e| checkpoint_error(origin, e))?;
-        crate::integrity::verify(&checkpoint).map_err(|reason| checkpoint_error(origin, reason))?;
+        let expected = checkpoint.digest()?;
+        crate::integrity::verify(checkpoint.digest.as_deref(), &expected)
+            .map_err(|reason| checkpoint_error(origin, reason))?;
         Ok(checkpoint)
+    }
+
+    /// Its integrity digest: the SHA-256 of everything else it holds (integrity.rs).
+    fn digest(&self) -> Result<String> {
+        let mut bare = self.clone();
+        bare.digest = None;
+        crate::integrity::digest(&bare)
     }
 
     /// The checkpoint as [`save`](Self::save) writes it: JSON with its integrity digest.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let mut sealed = self.clone();
-        sealed.digest = Some(crate::integrity::digest(self)?);
+        sealed.digest = Some(self.digest()?);
         serde_json::to_vec(&sealed).map_err(|e| checkpoint_error(Path::new("(in memory)"), e))
     }
 

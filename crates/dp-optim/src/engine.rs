@@ -28,12 +28,13 @@ mod resume;
 mod snapshot;
 mod sparse;
 mod step;
+mod step_tokens;
 mod update;
 
 pub use batch::{Batch, ExtraBatch};
 pub use snapshot::Snapshot;
 pub use sparse::Selection;
-pub use step::{ClippedSum, NoisyGradient, StepCharge};
+pub use step_tokens::{ClippedSum, NoisyGradient, StepCharge};
 
 /// What one step did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -21,6 +21,7 @@ pub mod model;
 pub mod pretrain;
 mod report;
 pub mod rows;
+mod run_cache;
 pub mod sequences;
 pub mod split;
 pub mod sweep;
@@ -164,10 +165,10 @@ pub struct LmTable {
 
 impl LmTable {
     /// The profile's settings.
-    pub fn profile(&self, profile: crate::Profile) -> &LmProfile {
+    pub fn profile(&self, profile: crate::args::Profile) -> &LmProfile {
         match profile {
-            crate::Profile::Full => &self.full,
-            crate::Profile::Smoke => &self.smoke,
+            crate::args::Profile::Full => &self.full,
+            crate::args::Profile::Smoke => &self.smoke,
         }
     }
 

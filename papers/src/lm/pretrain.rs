@@ -179,7 +179,7 @@ fn pretrain(
         public_validation_perplexity: model
             .perplexity(&rows.validation, table.physical_batch * 4)?,
         wall_s: started.elapsed().as_secs_f64(),
-        commit: crate::git_commit(),
+        commit: crate::provenance::git_commit(),
     };
     Ok((taps.state_dict(), record))
 }

@@ -10,19 +10,16 @@ use anyhow::{Context, Result};
 use super::canaries::mean_exposure;
 use super::corpus::LmCorpus;
 use super::pretrain::{pretrained, Pretraining};
+use super::run_cache::{needs_weights, train_or_load};
 use super::sweep::{self, run_sweep};
-use super::train::{train_one, LmResult};
-use super::{LmRun, LmTable, Start};
+use super::train::LmResult;
+use super::{LmTable, Start};
+use crate::args::ReproduceArgs;
 use crate::config::TableHeading;
 use crate::plot::{line_plot, Series};
 use crate::report::{fmt, RunHeader, TableReport};
-use crate::training::write_atomically;
-use crate::ReproduceArgs;
 
-mod cache;
 mod findings;
-
-pub(super) use cache::{key, needs_weights};
 
 /// Runs (or reuses) every run of the table and writes its report.
 pub fn lm_report(
@@ -128,52 +125,6 @@ pub fn lm_report(
         data: serde_json::to_value(&finished)?,
         ..TableReport::for_table(paper, heading, run_header, columns, rows)
     })
-}
-
-/// From the cache, trained, or `None` when this invocation may not train it.
-pub(super) fn train_or_load(
-    table: &LmTable,
-    run: &LmRun,
-    corpus: &LmCorpus,
-    args: &ReproduceArgs,
-    runs_dir: &Path,
-    pretrained: Option<&dp_models::nn::StateDict>,
-) -> Result<Option<LmResult>> {
-    let key = key(table, run, args.profile)?;
-    let path = runs_dir.join(format!("{key}.json"));
-    let cached: Option<LmResult> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let result = match cached {
-        Some(r) => r,
-        None if !args.may_train(&run.label) => {
-            println!(
-                "  {:<24} not run ({})",
-                run.label,
-                args.not_trained_reason()
-            );
-            return Ok(None);
-        }
-        None => {
-            let profile = table.profile(args.profile);
-            let r = train_one(table, profile, run, corpus, &key, pretrained)?;
-            write_atomically(&path, &serde_json::to_vec_pretty(&r)?)?;
-            r
-        }
-    };
-    println!(
-        "  {:<24} test perplexity {:.1}, ε {} (audited ≥ {:.2}, f-DP ≥ {:.2}), {:.0} s",
-        run.label,
-        result.epochs.last().map_or(f64::NAN, |e| e.test_perplexity),
-        fmt(result.epsilon_pld, 2),
-        result.audit.lower_bound,
-        result
-            .audit
-            .fdp_lower_bound(result.delta)
-            .unwrap_or(f64::NAN),
-        result.wall_s
-    );
-    Ok(Some(result))
 }
 
 fn columns(table: &LmTable) -> Vec<String> {

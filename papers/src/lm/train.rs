@@ -301,7 +301,7 @@ pub fn train_one(
     Ok(LmResult {
         key: key.into(),
         label: run.label.clone(),
-        commit: crate::git_commit(),
+        commit: crate::provenance::git_commit(),
         parameters: taps.num_params(),
         frozen_parameters: taps
             .frozen_params()

@@ -199,7 +199,7 @@ impl Run<'_> {
             key: self.key.to_string(),
             label: self.run.label.clone(),
             seed: self.seed,
-            commit: super::super::git_commit(),
+            commit: crate::provenance::git_commit(),
             sigma: self.run.sigma,
             train_examples: observer.n,
             test_examples: test.len(),

@@ -11,8 +11,8 @@ use dp_optim::gdp::authors_orders;
 
 use super::super::config::TrainingTable;
 use super::super::table::{load_paper, Experiment};
-use super::super::Profile;
 use super::{load_data, run_cached, run_key};
+use crate::args::Profile;
 
 fn pld(event: &DpEvent, delta: f64) -> f64 {
     let mut pld = AccountantKind::Pld

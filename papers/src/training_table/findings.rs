@@ -3,12 +3,13 @@
 
 use anyhow::{bail, Result};
 
+use super::epoch_means::epoch_means;
 use super::rows::{finals, Detail};
 use super::runs::ByRun;
 use super::TableContext;
+use crate::args::Profile;
 use crate::config::{self, ClaimConfig, TrainingTable};
 use crate::report::{fmt, mean_sd};
-use crate::{epoch_means, Profile};
 
 /// The findings; the accuracy-target table goes first among `details`.
 pub fn findings(

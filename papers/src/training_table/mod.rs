@@ -1,6 +1,7 @@
 //! The report of a training table: every run × seed trained or read from the cache, then
 //! the table's rows, comparisons with the paper, per-epoch details, plots and findings.
 
+mod epoch_means;
 mod findings;
 mod plots;
 mod rows;
@@ -14,7 +15,7 @@ use anyhow::Result;
 use super::config::{self, Published, TableHeading, TrainingTable};
 use super::report::{RunHeader, TableReport};
 use super::training::{load_data, RunResult};
-use super::ReproduceArgs;
+use crate::args::ReproduceArgs;
 
 /// Digits of the metric in tables.
 const METRIC_DIGITS: usize = 2;

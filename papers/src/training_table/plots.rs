@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
+use super::epoch_means::epoch_means;
 use super::rows::finals;
 use super::runs::ByRun;
 use super::TableContext;
 use crate::config::{PlotConfig, PlotY, TrainingTable};
-use crate::epoch_means;
 use crate::plot::{Plot, Reference, Series};
 use crate::report::mean_sd;
 use crate::training::EpochRecord;

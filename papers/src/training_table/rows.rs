@@ -1,12 +1,14 @@
 //! The table's columns and, per run, its row, its comparisons with the paper and its
 //! per-epoch details.
 
+use super::epoch_means::epoch_means;
 use super::runs::ByRun;
 use super::{TableContext, METRIC_DIGITS};
+use crate::args::Profile;
 use crate::config::{RunConfig, TrainingTable};
+use crate::report::compare;
 use crate::report::{fmt, mean_sd, Comparison, RunHeader, Status, TableReport};
 use crate::training::{DpdOutcome, EpochRecord, RunResult};
-use crate::{compare, epoch_means, Profile};
 
 /// A detailed table: heading, columns, rows.
 pub type Detail = (String, Vec<String>, Vec<Vec<String>>);

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{WideEpoch, WideResult, WideRun};
-use crate::Profile;
+use crate::args::Profile;
 
 /// The paper's claims, checked on the final epoch.
 pub(super) fn claims(

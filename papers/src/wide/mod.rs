@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use word2vec::{Canary, CanaryRanker, CorpusConfig, PairSet, SharedEmbedding, Word2VecData};
 
-use super::Profile;
+use super::args::Profile;
 
 mod claims;
 mod method;
@@ -303,7 +303,7 @@ fn train_one(
     Ok(WideResult {
         key: key.into(),
         label: run.label.clone(),
-        commit: super::git_commit(),
+        commit: crate::provenance::git_commit(),
         method,
         selected_per_step: method.selected_per_step(p, table.clip)?,
         epochs: observer.records,

@@ -17,11 +17,11 @@ use super::{
     corpus_config, key, method_text, run_epsilon, train_one, CorpusSizes, WideEpoch, WideResult,
     WideTable,
 };
+use crate::args::{Profile, ReproduceArgs};
 use crate::config::TableHeading;
 use crate::plot::{line_plot, Series};
 use crate::report::{fmt, Comparison, RunHeader, Status, TableReport};
 use crate::training::write_atomically;
-use crate::{Profile, ReproduceArgs};
 
 /// A detailed table: heading, columns, rows.
 type Detail = (String, Vec<String>, Vec<Vec<String>>);

@@ -4,22 +4,8 @@
 
 use candle_core::{DType, Shape, Tensor};
 
+use super::left_factor::Left;
 use crate::error::{Error, Result};
-
-/// The left factor of an outer-product contribution.
-#[derive(Clone, Debug)]
-pub enum Left {
-    /// Dense rows (B, K, out): e.g. a Linear layer's output gradients.
-    Dense(Tensor),
-    /// One-hot rows given by their indices (B, K) (`u32`) of width `out`: an embedding's
-    /// token ids.
-    OneHot {
-        /// The indices.
-        ids: Tensor,
-        /// The width (vocabulary size).
-        width: usize,
-    },
-}
 
 /// What one use of a layer adds to each example's gradient of one parameter.
 #[derive(Clone, Debug)]
@@ -51,18 +37,6 @@ pub enum NormMethod {
     Ghost,
     /// Always materialise the per-sample gradients.
     Materialised,
-}
-
-impl Left {
-    pub(super) fn rows(&self) -> Result<(usize, usize, usize)> {
-        Ok(match self {
-            Left::Dense(t) => t.dims3()?,
-            Left::OneHot { ids, width } => {
-                let (b, k) = ids.dims2()?;
-                (b, k, *width)
-            }
-        })
-    }
 }
 
 impl Contribution {

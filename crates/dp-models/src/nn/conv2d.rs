@@ -3,7 +3,8 @@
 use candle_core::{DType, Module, Tensor, Var};
 use candle_nn::{Conv2dConfig, Init};
 
-use super::contribution::{Contribution, Left};
+use super::contribution::Contribution;
+use super::left_factor::Left;
 use super::taps::Taps;
 use super::unfold::unfold2d;
 use super::var_builder::DpVarBuilder;

@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor, Var};
 
-use super::executor::{check_step, check_unchanged, layer_slots};
+use super::route_taps::{check_step, check_unchanged, layer_slots};
 use super::sequential::{Sequential, Step};
 use super::taps::Taps;
 use crate::error::Result;

@@ -30,7 +30,7 @@
 
 use candle_core::{DType, Tensor};
 
-use super::contribution::Left;
+use super::left_factor::Left;
 use crate::cpu;
 use crate::error::{Error, Result};
 

@@ -3,8 +3,8 @@
 use candle_core::{Module, Tensor, Var};
 use candle_nn::Init;
 
-use super::contribution::{Contribution, Left};
-use super::lora::Adapter;
+use super::contribution::Contribution;
+use super::left_factor::Left;
 use super::ops;
 use super::taps::Taps;
 use super::var_builder::DpVarBuilder;
@@ -51,6 +51,33 @@ pub fn linear_no_bias(in_dim: usize, out_dim: usize, vb: DpVarBuilder) -> Result
         candle_nn::init::DEFAULT_KAIMING_NORMAL,
     )?;
     Linear::from_vars(weight, None, vb.taps())
+}
+
+/// The two factors of one LoRA adapter (built by [`Linear::with_lora`], nn/lora.rs).
+#[derive(Clone, Debug)]
+pub(super) struct Adapter {
+    /// `A` (r × in), Kaiming-initialised.
+    down: Linear,
+    /// `B` (out × r), zero at the start, so the adapted layer starts as the base.
+    up: Linear,
+    scale: f64,
+}
+
+impl Adapter {
+    /// `(α/r)·B(Ax)` from `A`, `B` and α/r.
+    pub(super) fn new(down: Linear, up: Linear, scale: f64) -> Adapter {
+        Adapter { down, up, scale }
+    }
+
+    /// `(α/r)·B(Ax)`.
+    pub(super) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.up.forward(&self.down.forward(x)?)? * self.scale
+    }
+
+    /// `A` and `B`.
+    pub(super) fn factors(&self) -> (&Linear, &Linear) {
+        (&self.down, &self.up)
+    }
 }
 
 impl Linear {

@@ -9,10 +9,9 @@
 //! constants in the forward, no per-sample work. A Linear carries its adapter itself, so
 //! chosen layers of an existing model can be adapted in place ([`add_lora`]).
 
-use candle_core::{Module, Tensor};
 use candle_nn::Init;
 
-use super::linear::{linear_no_bias, Linear};
+use super::linear::{linear_no_bias, Adapter, Linear};
 use super::var_builder::DpVarBuilder;
 use crate::error::{Error, Result};
 
@@ -26,28 +25,6 @@ pub struct LoraConfig {
     /// Parameters [`add_lora`] leaves trainable beside the adapters, by name or prefix
     /// (PEFT's `modules_to_save`, e.g. a new classification head).
     pub keep_trainable: Vec<String>,
-}
-
-/// The two factors of one adapter.
-#[derive(Clone, Debug)]
-pub(super) struct Adapter {
-    /// `A` (r × in), Kaiming-initialised.
-    down: Linear,
-    /// `B` (out × r), zero at the start, so the adapted layer starts as the base.
-    up: Linear,
-    scale: f64,
-}
-
-impl Adapter {
-    /// `(α/r)·B(Ax)`.
-    pub(super) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        self.up.forward(&self.down.forward(x)?)? * self.scale
-    }
-
-    /// `A` and `B`.
-    pub(super) fn factors(&self) -> (&Linear, &Linear) {
-        (&self.down, &self.up)
-    }
 }
 
 impl Linear {
@@ -88,7 +65,7 @@ impl Linear {
             "{owner}: LoRA rank {} scale {scale:e}",
             config.rank
         ));
-        let adapter = Adapter { down, up, scale };
+        let adapter = Adapter::new(down, up, scale);
         Ok(self.clone().adapted(adapter))
     }
 }

@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use candle_core::{Device, Tensor, Var};
 
-use super::executor::{check_step, layer_slots};
+use super::route_taps::{check_step, layer_slots};
 use super::sequential::{Sequential, Step};
 use super::taps::Taps;
 use crate::error::Result;

@@ -20,7 +20,7 @@
 use dp_accounting::SamplingScheme;
 use dp_models::PrivateModel;
 
-use super::step::StepCharge;
+use super::step_tokens::StepCharge;
 use super::PrivacyEngine;
 use crate::error::{Error, Result};
 use crate::sampler::{Sampler, ShuffleState};

@@ -25,7 +25,7 @@ use dp_models::PrivateModel;
 
 use super::batch::Batch;
 use super::device::{Gradient, Moments};
-use super::step::ClippedSum;
+use super::step_tokens::ClippedSum;
 use super::{PrivacyEngine, StepReport};
 use crate::collective::{broadcast_checkpoint, Collective};
 use crate::error::{Error, Result};

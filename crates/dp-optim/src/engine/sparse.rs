@@ -7,7 +7,7 @@ use dp_mechanisms::Mechanism;
 use dp_models::{ClipRule, PrivateModel, SparsePrivateModel};
 
 use super::batch::Batch;
-use super::step::{ClippedSum, NoisyGradient, StepCharge};
+use super::step_tokens::{ClippedSum, NoisyGradient, StepCharge};
 use super::PrivacyEngine;
 use crate::error::{Error, Result};
 use crate::selection::CoordinateSelector;

@@ -5,7 +5,7 @@
 use dp_models::PrivateModel;
 
 use super::device::{Gradient, Moments};
-use super::step::NoisyGradient;
+use super::step_tokens::NoisyGradient;
 use super::{PrivacyEngine, StepReport};
 use crate::config::GradientNormalisation;
 use crate::error::{Error, Result};

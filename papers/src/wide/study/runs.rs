@@ -138,7 +138,7 @@ impl StudyContext<'_> {
             full_run_epsilon,
             points,
             wall_s: started.elapsed().as_secs_f64(),
-            commit: crate::git_commit(),
+            commit: crate::provenance::git_commit(),
         })
     }
 

@@ -2,33 +2,7 @@
 
 use std::mem::MaybeUninit;
 
-/// A row-major matrix view: `data[row * row_stride + col * col_stride]`.
-#[derive(Clone, Copy)]
-pub(crate) struct Mat<'a> {
-    pub data: &'a [f32],
-    pub row_stride: usize,
-    pub col_stride: usize,
-}
-
-impl<'a> Mat<'a> {
-    /// Row-major rows `stride` apart.
-    pub(crate) fn rows(data: &'a [f32], stride: usize) -> Self {
-        Mat {
-            data,
-            row_stride: stride,
-            col_stride: 1,
-        }
-    }
-
-    /// The transpose of [`Mat::rows`]`(data, stride)`.
-    pub(crate) fn transposed(data: &'a [f32], stride: usize) -> Self {
-        Mat {
-            data,
-            row_stride: 1,
-            col_stride: stride,
-        }
-    }
-}
+use super::mat::Mat;
 
 /// The largest index a `rows × cols` view with these strides touches, plus one.
 fn extent(rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> usize {

@@ -7,14 +7,16 @@
 mod dot;
 mod gemm;
 mod im2col;
+mod mat;
 #[cfg(feature = "openblas")]
 mod openblas;
 mod simd;
 mod tanh;
 
 pub(crate) use dot::{dot, sum_of_squares, sum_of_squares_f64, upper_f32};
-pub(crate) use gemm::{matmul, matmul_uninit, Mat};
+pub(crate) use gemm::{matmul, matmul_uninit};
 pub(crate) use im2col::{col2im, im2col, ConvGeometry};
+pub(crate) use mat::Mat;
 pub(crate) use simd::vectorized;
 #[cfg(test)]
 pub(crate) use simd::FORCE_BASELINE;

@@ -9,7 +9,7 @@
 
 use std::sync::Once;
 
-use super::gemm::Mat;
+use super::mat::Mat;
 
 const ROW_MAJOR: i32 = 101;
 const NO_TRANS: i32 = 111;

@@ -1,13 +1,18 @@
-//! The run cache of the language-model tables: a run's key, and whether the pretrained
-//! weights are needed by this invocation.
+//! The run cache of the language-model tables: a run's key, whether the pretrained
+//! weights are needed by this invocation, and a run read from the cache or trained and
+//! written there.
 
 use std::path::Path;
 
 use anyhow::Result;
 use sha2::{Digest, Sha256};
 
-use super::super::{LmRun, LmTable, Start};
-use crate::{Profile, ReproduceArgs};
+use super::corpus::LmCorpus;
+use super::train::{train_one, LmResult};
+use super::{LmRun, LmTable, Start};
+use crate::args::{Profile, ReproduceArgs};
+use crate::report::fmt;
+use crate::training::write_atomically;
 
 /// A run's cache key: the table's settings for this profile and the run.
 pub(in crate::lm) fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
@@ -60,4 +65,50 @@ pub(in crate::lm) fn needs_weights(
         }
     }
     Ok(false)
+}
+
+/// From the cache, trained, or `None` when this invocation may not train it.
+pub(in crate::lm) fn train_or_load(
+    table: &LmTable,
+    run: &LmRun,
+    corpus: &LmCorpus,
+    args: &ReproduceArgs,
+    runs_dir: &Path,
+    pretrained: Option<&dp_models::nn::StateDict>,
+) -> Result<Option<LmResult>> {
+    let key = key(table, run, args.profile)?;
+    let path = runs_dir.join(format!("{key}.json"));
+    let cached: Option<LmResult> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let result = match cached {
+        Some(r) => r,
+        None if !args.may_train(&run.label) => {
+            println!(
+                "  {:<24} not run ({})",
+                run.label,
+                args.not_trained_reason()
+            );
+            return Ok(None);
+        }
+        None => {
+            let profile = table.profile(args.profile);
+            let r = train_one(table, profile, run, corpus, &key, pretrained)?;
+            write_atomically(&path, &serde_json::to_vec_pretty(&r)?)?;
+            r
+        }
+    };
+    println!(
+        "  {:<24} test perplexity {:.1}, ε {} (audited ≥ {:.2}, f-DP ≥ {:.2}), {:.0} s",
+        run.label,
+        result.epochs.last().map_or(f64::NAN, |e| e.test_perplexity),
+        fmt(result.epsilon_pld, 2),
+        result.audit.lower_bound,
+        result
+            .audit
+            .fdp_lower_bound(result.delta)
+            .unwrap_or(f64::NAN),
+        result.wall_s
+    );
+    Ok(Some(result))
 }
