@@ -8,7 +8,6 @@ use anyhow::Result;
 
 use crate::config::Published;
 use crate::table::TableConfig;
-use crate::training;
 
 /// The paper's index: every table of its config, with what `out` holds for it (tables
 /// written by earlier `--only` invocations included).
@@ -55,5 +54,5 @@ pub(crate) fn write_index(out: &Path, published: &Published, tables: &[TableConf
             wall
         ));
     }
-    training::write_atomically(&out.join("README.md"), text.as_bytes())
+    crate::atomic_file::write_atomically(&out.join("README.md"), text.as_bytes())
 }

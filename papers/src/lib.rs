@@ -14,6 +14,7 @@
 
 mod accounting;
 mod args;
+mod atomic_file;
 mod claim_box;
 mod config;
 #[cfg(test)]
@@ -30,6 +31,7 @@ mod progress;
 mod provenance;
 mod report;
 mod run;
+mod run_cache;
 mod shows;
 mod summary;
 mod table;

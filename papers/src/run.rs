@@ -13,7 +13,7 @@ use crate::index::write_index;
 use crate::provenance::{git_commit, utc_now};
 use crate::report::{fmt, RunHeader, TableReport};
 use crate::table::{load_paper, papers, Experiment};
-use crate::{accounting, claim_box, dpd, jobs, lm, shows, summary, training, training_table, wide};
+use crate::{accounting, claim_box, dpd, jobs, lm, shows, summary, training_table, wide};
 
 /// Entry point.
 pub fn run(args: ReproduceArgs) -> Result<()> {
@@ -32,7 +32,7 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
             .display()
             .to_string();
         let text = summary::reproduction_page(&args.out, &link_base, "reproduction")?;
-        training::write_atomically(page, text.as_bytes())?;
+        crate::atomic_file::write_atomically(page, text.as_bytes())?;
         println!("Wrote {}", page.display());
         return claim_box::write_claim_boxes(&args.out, &base.join("reproduction"));
     }
@@ -124,7 +124,7 @@ fn write_summary(out: &Path) -> Result<()> {
     };
     let text = summary::reproduction_page(out, ".", &pages)?;
     let path = out.join("REPRODUCTION.md");
-    training::write_atomically(&path, text.as_bytes())?;
+    crate::atomic_file::write_atomically(&path, text.as_bytes())?;
     println!("  summary: {}", path.display());
     Ok(())
 }
@@ -235,11 +235,14 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<PaperOutcome> {
             }
         };
         let stem = out.join(&report.table);
-        training::write_atomically(
+        crate::atomic_file::write_atomically(
             &stem.with_extension("json"),
             &serde_json::to_vec_pretty(&report)?,
         )?;
-        training::write_atomically(&stem.with_extension("md"), report.markdown().as_bytes())?;
+        crate::atomic_file::write_atomically(
+            &stem.with_extension("md"),
+            report.markdown().as_bytes(),
+        )?;
         print_comparison(&report);
         shows.extend(shows::what_it_shows(&report));
         for (status, n) in report.status_counts() {

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::gdp::ncf::{NcfModel, NcfShape};
+use crate::run_cache::RunCache;
 use anyhow::{Context, Result};
 use dp_accounting::OrderGrid;
 use dp_mechanisms::NoiseSource;
@@ -15,7 +16,6 @@ use dp_optim::annealing::AnnealingState;
 use dp_optim::dpd::{DpdCalibration, DropoutRates, StepSizeSchedule};
 use dp_optim::{Checkpoint, Sampler};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::args::Profile;
 use super::config::{
@@ -237,8 +237,7 @@ pub fn run_key(
         smoke: (profile == Profile::Smoke).then_some(table.smoke),
         seed,
     };
-    let digest = Sha256::digest(serde_json::to_vec(&material)?);
-    Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+    RunCache::key(&material)
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -261,21 +260,20 @@ pub fn run_cached(
     data: &LoadedData,
 ) -> Result<(RunResult, bool)> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    if let Some(result) = cached_result(dir, key) {
+    let cache = RunCache::new(dir);
+    if let Some(result) = cache.get(key) {
         return Ok((result, true));
     }
-    let done = dir.join(format!("{key}.json"));
     let partial = dir.join(format!("{key}.partial.json"));
     let result = train(table, run, profile, seed, data, key, &partial)?;
-    write_atomically(&done, &serde_json::to_vec_pretty(&result)?)?;
+    cache.put(key, &result)?;
     let _ = std::fs::remove_file(&partial);
     Ok((result, false))
 }
 
 /// The finished run `key` in `dir`, if any.
 pub fn cached_result(dir: &Path, key: &str) -> Option<RunResult> {
-    let text = std::fs::read_to_string(dir.join(format!("{key}.json"))).ok()?;
-    serde_json::from_str(&text).ok()
+    RunCache::new(dir).get(key)
 }
 
 /// The finished run `key` trained for any table of one paper (`runs` holds one directory
@@ -288,14 +286,6 @@ pub fn cached_in_any_table(runs: &Path, key: &str) -> Option<RunResult> {
         .collect();
     tables.sort();
     tables.iter().find_map(|dir| cached_result(dir, key))
-}
-
-/// Writes through a temporary file and a rename, so a kill leaves the old file or the new.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    // Unique per process: parallel workers may write the same table.
-    let tmp: PathBuf = path.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
 }
 
 fn train(

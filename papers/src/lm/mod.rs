@@ -21,7 +21,7 @@ pub mod model;
 pub mod pretrain;
 mod report;
 pub mod rows;
-mod run_cache;
+mod runs;
 pub mod sequences;
 pub mod split;
 pub mod sweep;

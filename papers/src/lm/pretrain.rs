@@ -19,14 +19,14 @@ use dp_optim::{
     DpSgd, GradientNormalisation, Optimizer, PrivacyEngine, Sampler, TrainConfig, Trainer,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::corpus::{LmCorpus, PublicRows};
 use super::model::LmModel;
 use super::rows::TokenRows;
 use super::train::initialise;
 use super::{LmProfile, LmTable, PublicPart};
-use crate::training::write_atomically;
+use crate::atomic_file::write_atomically;
+use crate::run_cache::RunCache;
 
 /// The record of one pretraining.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -54,8 +54,7 @@ fn key(table: &LmTable, public: &PublicPart, profile: &LmProfile) -> Result<Stri
         // The initialisation's and the engine's seeds (pretrain below).
         "seeds": [1, 3],
     });
-    let digest = Sha256::digest(serde_json::to_vec(&material)?);
-    Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+    RunCache::key(&material)
 }
 
 /// A table's pretraining: its record, and its weights where they were needed.

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use super::canaries::mean_exposure;
 use super::corpus::LmCorpus;
 use super::pretrain::{pretrained, Pretraining};
-use super::run_cache::{needs_weights, train_or_load};
+use super::runs::{needs_weights, train_or_load};
 use super::sweep::{self, run_sweep};
 use super::train::LmResult;
 use super::{LmTable, Start};

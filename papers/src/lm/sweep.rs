@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::audit::AuditConfig;
 use super::corpus::LmCorpus;
 use super::pretrain::pretrained;
-use super::run_cache::{needs_weights, train_or_load};
+use super::runs::{needs_weights, train_or_load};
 use super::train::{calibrated_sigma, delta_for, total_steps, LmResult};
 use super::{LmProfile, LmRun, LmTable, PublicPart, Start};
 use crate::args::ReproduceArgs;

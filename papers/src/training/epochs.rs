@@ -21,7 +21,8 @@ use dp_optim::{
 use indicatif::ProgressBar;
 
 use super::super::config::{Metric, TrainingTable};
-use super::{write_atomically, EpochRecord, Partial};
+use super::{EpochRecord, Partial};
+use crate::atomic_file::write_atomically;
 
 /// The algorithm of a run: SA-DPSGD (whose accepted-step budget the observer reads), or
 /// any other.

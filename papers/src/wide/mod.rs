@@ -10,10 +10,10 @@ use dp_optim::{
     Control, CoordinateSelection, EpochSummary, Observer, Optimizer, StepReport, Trainer,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use word2vec::{Canary, CanaryRanker, CorpusConfig, PairSet, SharedEmbedding, Word2VecData};
 
 use super::args::Profile;
+use crate::run_cache::RunCache;
 
 mod claims;
 mod method;
@@ -240,8 +240,7 @@ fn key(table: &WideTable, run: &WideRun, profile: Profile) -> Result<String> {
         "run": run,
         "smoke": (profile == Profile::Smoke).then_some(table.smoke),
     });
-    let digest = Sha256::digest(serde_json::to_vec(&material)?);
-    Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+    RunCache::key(&material)
 }
 
 fn train_one(

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::WideMethod;
+use crate::run_cache::RunCache;
 use crate::wide::word2vec::{
     build_word2vec_data, insert_canaries, random_canaries, Canary, PairSet, Word2VecData,
 };
@@ -21,7 +22,6 @@ use crate::args::{Profile, ReproduceArgs};
 use crate::config::TableHeading;
 use crate::plot::{line_plot, Series};
 use crate::report::{fmt, Comparison, RunHeader, Status, TableReport};
-use crate::training::write_atomically;
 
 /// A detailed table: heading, columns, rows.
 type Detail = (String, Vec<String>, Vec<Vec<String>>);
@@ -198,11 +198,8 @@ fn train_or_load(
     let mut results: Vec<Option<WideResult>> = Vec::new();
     for run in &table.runs {
         let key = key(table, run, args.profile)?;
-        let path = runs_dir.join(format!("{key}.json"));
-        let cached: Option<WideResult> = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
-        let result = match cached {
+        let cache = RunCache::new(runs_dir);
+        let result = match cache.get::<WideResult>(&key) {
             Some(r) => {
                 println!("  {:<34} (cached)", run.label);
                 Some(r)
@@ -225,7 +222,7 @@ fn train_or_load(
                     trained.epochs,
                     &key,
                 )?;
-                write_atomically(&path, &serde_json::to_vec_pretty(&r)?)?;
+                cache.put(&key, &r)?;
                 Some(r)
             }
         };

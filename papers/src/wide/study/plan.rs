@@ -215,7 +215,7 @@ fn load_or_train(context: &StudyContext, run: &StudyRun, dir: &Path) -> Result<C
         "  {:44} test loss {last:.3}, {:.0} s",
         run.name, curve.wall_s
     );
-    crate::training::write_atomically(&path, &serde_json::to_vec_pretty(&curve)?)?;
+    crate::atomic_file::write_atomically(&path, &serde_json::to_vec_pretty(&curve)?)?;
     Ok(curve)
 }
 

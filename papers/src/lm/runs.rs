@@ -1,18 +1,17 @@
-//! The run cache of the language-model tables: a run's key, whether the pretrained
+//! The language-model tables' runs: a run's key in the run cache, whether the pretrained
 //! weights are needed by this invocation, and a run read from the cache or trained and
 //! written there.
 
 use std::path::Path;
 
 use anyhow::Result;
-use sha2::{Digest, Sha256};
 
 use super::corpus::LmCorpus;
 use super::train::{train_one, LmResult};
 use super::{LmRun, LmTable, Start};
 use crate::args::{Profile, ReproduceArgs};
 use crate::report::fmt;
-use crate::training::write_atomically;
+use crate::run_cache::RunCache;
 
 /// A run's cache key: the table's settings for this profile and the run.
 pub(in crate::lm) fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Result<String> {
@@ -45,8 +44,7 @@ pub(in crate::lm) fn key(table: &LmTable, run: &LmRun, profile: Profile) -> Resu
     if let Some(sigma) = run.noise_multiplier {
         material["run_sigma"] = serde_json::json!(sigma);
     }
-    let digest = Sha256::digest(serde_json::to_vec(&material)?);
-    Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+    RunCache::key(&material)
 }
 
 /// Whether this invocation must read or train the pretrained weights: a run from them is
@@ -57,8 +55,8 @@ pub(in crate::lm) fn needs_weights(
     args: &ReproduceArgs,
 ) -> Result<bool> {
     for run in table.runs.iter().filter(|r| r.start == Start::Pretrained) {
-        let cached = runs_dir
-            .join(format!("{}.json", key(table, run, args.profile)?))
+        let cached = RunCache::new(runs_dir)
+            .path(&key(table, run, args.profile)?)
             .exists();
         if !cached && args.may_train(&run.label) {
             return Ok(true);
@@ -77,11 +75,8 @@ pub(in crate::lm) fn train_or_load(
     pretrained: Option<&dp_models::nn::StateDict>,
 ) -> Result<Option<LmResult>> {
     let key = key(table, run, args.profile)?;
-    let path = runs_dir.join(format!("{key}.json"));
-    let cached: Option<LmResult> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let result = match cached {
+    let cache = RunCache::new(runs_dir);
+    let result = match cache.get::<LmResult>(&key) {
         Some(r) => r,
         None if !args.may_train(&run.label) => {
             println!(
@@ -94,7 +89,7 @@ pub(in crate::lm) fn train_or_load(
         None => {
             let profile = table.profile(args.profile);
             let r = train_one(table, profile, run, corpus, &key, pretrained)?;
-            write_atomically(&path, &serde_json::to_vec_pretty(&r)?)?;
+            cache.put(&key, &r)?;
             r
         }
     };
