@@ -205,3 +205,54 @@ pub fn calibrate_steps<A: Accountant>(
         epsilon: eps_lo,
     })
 }
+
+/// Halvings of the bracket in [`calibrate_share`]: 60 take a bracket of any f64 width to
+/// its last bits.
+const SHARE_HALVINGS: usize = 60;
+
+/// The largest share x in (0, `upper`] of a run's budget with ε(x) ≤ `target_epsilon`,
+/// where `epsilon_of(x)` is the whole run's ε and grows with x (a coordinate selection's
+/// ε, say, beside a fixed Gaussian): `upper` when it fits, else the lower end of a
+/// bisection of (0, `upper`) ([`SHARE_HALVINGS`] halvings), whose ε has been evaluated
+/// and is ≤ the target — it **never overshoots**. An error when no share above 0 fits
+/// (the rest of the run alone exceeds the target).
+pub fn calibrate_share(
+    epsilon_of: impl Fn(f64) -> Result<f64>,
+    upper: f64,
+    target_epsilon: f64,
+) -> Result<Calibrated<f64>> {
+    validate::positive("upper", upper)?;
+    validate::non_negative("target_epsilon", target_epsilon)?;
+    let at_upper = epsilon_of(upper)?;
+    if at_upper <= target_epsilon {
+        return Ok(Calibrated {
+            value: upper,
+            epsilon: at_upper,
+        });
+    }
+    // Invariant: ε(lo) ≤ target < ε(hi) (lo = 0 unevaluated).
+    let (mut lo, mut eps_lo, mut hi) = (0.0f64, f64::NAN, upper);
+    for _ in 0..SHARE_HALVINGS {
+        let mid = 0.5 * (lo + hi);
+        if mid <= 0.0 {
+            hi = mid;
+            continue;
+        }
+        let e = epsilon_of(mid)?;
+        if e > target_epsilon {
+            hi = mid;
+        } else {
+            lo = mid;
+            eps_lo = e;
+        }
+    }
+    if lo <= 0.0 {
+        return Err(Error::Calibration(format!(
+            "no share of the budget above 0 meets epsilon {target_epsilon}: the rest of the run alone exceeds it"
+        )));
+    }
+    Ok(Calibrated {
+        value: lo,
+        epsilon: eps_lo,
+    })
+}

@@ -12,8 +12,9 @@
 //!   asymptotic approximation, labelled so in every report.
 //! * [`ZcdpAccountant`] and [`ApproxDpAccountant`] — zCDP and the basic/advanced
 //!   composition theorems, with amplification by subsampling.
-//! * [`calibrate_noise`] and [`calibrate_steps`] — noise multiplier or step count for a
-//!   target (ε, δ), never overshooting.
+//! * [`calibrate_noise`], [`calibrate_steps`] and [`calibrate_share`] — the noise
+//!   multiplier, step count or share of the budget for a target (ε, δ), never
+//!   overshooting.
 //! * [`SamplingScheme`] — how batches are drawn (Poisson, fixed size, shuffled), the
 //!   neighbouring relation that fixes, and the event of a mechanism run on each batch.
 //! * [`Ledger`] and [`BudgetFilter`] — the record of a run and a guard that refuses the
@@ -66,7 +67,9 @@ pub use accountant::{Accountant, Guarantee, PrivacyReport};
 pub use audit::{one_run_epsilon_lower_bound, one_run_p_value, AuditOutcome};
 pub use boxed::DynAccountant;
 pub use budget::{Budget, BudgetFilter, Reservation};
-pub use calibrate::{calibrate_noise, calibrate_steps, Calibrated, CalibrationOptions};
+pub use calibrate::{
+    calibrate_noise, calibrate_share, calibrate_steps, Calibrated, CalibrationOptions,
+};
 pub use composition::{
     advanced_composition, amplify, basic_composition, sampled_advanced_composition, Amplification,
     ApproxDpAccountant, ApproxDpConfig, CompositionTheorem,

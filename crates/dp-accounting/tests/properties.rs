@@ -1,7 +1,8 @@
 //! Property tests: monotonicity, calibration never overshoots, RDP never below PLD.
 
 use dp_accounting::{
-    calibrate_noise, calibrate_steps, Accountant, CalibrationOptions, DpEvent, PldConfig, RdpConfig,
+    calibrate_noise, calibrate_share, calibrate_steps, Accountant, CalibrationOptions, DpEvent,
+    PldConfig, RdpConfig,
 };
 use proptest::prelude::*;
 
@@ -54,6 +55,38 @@ proptest! {
         prop_assert!(rdp_epsilon(q, sigma, got.value) <= target);
         prop_assert!(rdp_epsilon(q, sigma, got.value + 1) > target);
     }
+
+    /// A Laplace release of ε share x beside a DP-SGD run: the calibrated share keeps the
+    /// run within the target, and any share 1e-9 larger would not (unless it is the cap).
+    #[test]
+    fn calibrated_share_never_overshoots(target in 1.0f64..8.0, q in 1e-3f64..0.05, sigma in 0.8f64..3.0) {
+        let total = |x: f64| -> dp_accounting::Result<f64> {
+            let mut acc = RdpConfig::default().build()?;
+            let laplace = DpEvent::Laplace { noise_multiplier: 1.0 / x };
+            acc.compose(&DpEvent::Composed { events: vec![DpEvent::dp_sgd(q, sigma, 500), laplace] }, 1)?;
+            acc.epsilon(1e-5)
+        };
+        prop_assume!(total(1e-6).expect("valid") < target);
+        let got = calibrate_share(total, 4.0, target).expect("a share fits");
+        prop_assert!(got.epsilon <= target);
+        prop_assert_eq!(got.epsilon, total(got.value).expect("valid"));
+        if got.value < 4.0 {
+            prop_assert!(total(got.value * (1.0 + 1e-9)).expect("valid") > target);
+        }
+    }
+}
+
+/// The share is the cap where the cap fits, the bisection's lower end otherwise (an
+/// ε of 1 + x against 3: x = 2 to the last bits), and an error where nothing fits.
+#[test]
+fn calibrated_share_of_a_line() {
+    let line = |x: f64| -> dp_accounting::Result<f64> { Ok(1.0 + x) };
+    let capped = calibrate_share(line, 1.5, 3.0).expect("fits");
+    assert_eq!((capped.value, capped.epsilon), (1.5, 2.5));
+    let got = calibrate_share(line, 5.0, 3.0).expect("fits");
+    assert!(got.value <= 2.0 && 2.0 - got.value < 1e-12, "{got:?}");
+    assert!(calibrate_share(line, 5.0, 0.5).is_err());
+    assert!(calibrate_share(line, 0.0, 3.0).is_err());
 }
 
 proptest! {

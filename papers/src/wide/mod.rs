@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation, OrderGrid};
 use dp_mechanisms::NoiseSource;
 use dp_optim::{
@@ -211,24 +211,14 @@ fn calibrate_selection(
         CoordinateSelection::ExponentialTopK { epsilon }
         | CoordinateSelection::SparseVector { epsilon, .. } => epsilon,
     };
-    let total = |eps: f64| -> Result<f64> { Ok(run_epsilon(&event_of(with(eps))?, steps, delta)?) };
-    if total(upper)? <= target {
-        return Ok(with(upper));
-    }
-    let (mut lo, mut hi) = (0.0f64, upper);
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if mid <= 0.0 || total(mid)? > target {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    anyhow::ensure!(
-        lo > 0.0,
-        "no selection budget fits epsilon {target}: the noise alone exceeds it"
-    );
-    Ok(with(lo))
+    let total = |eps: f64| -> dp_accounting::Result<f64> {
+        let event = event_of(with(eps))
+            .map_err(|e| dp_accounting::Error::Calibration(format!("{e:#}")))?;
+        run_epsilon(&event, steps, delta)
+    };
+    let share = dp_accounting::calibrate_share(total, upper, target)
+        .with_context(|| format!("no selection budget fits epsilon {target}"))?;
+    Ok(with(share.value))
 }
 
 fn key(table: &WideTable, run: &WideRun, profile: Profile) -> Result<String> {
