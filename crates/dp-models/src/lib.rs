@@ -6,9 +6,6 @@
 //! * [`PrivateModel`] — what a DP engine trains (parameters, the clipped gradient of a
 //!   batch of its [`TrainingData`]); [`Classifier`] adds logits on a labelled
 //!   [`data::Dataset`].
-//! * [`fused`] — the fused tier: a sequential executor whose forward and DP backward are
-//!   each one Candle `CustomOp2` (per-sample gradients, norms, clipping and clipped
-//!   accumulation in one pass).
 //! * [`models`] — the papers' networks as specs (the 26,010-parameter MNIST CNN, MLPs).
 //! * [`data`] — dataset lookup (`DP_DATA_DIR`, cache, checksum-verified download) and the
 //!   MNIST / Fashion-MNIST IDX loader.
@@ -23,7 +20,7 @@ mod cpu;
 pub mod data;
 mod error;
 pub mod flat;
-pub mod fused;
+mod fused;
 pub mod loss;
 pub mod models;
 pub mod nn;

@@ -1,10 +1,8 @@
-//! Integration tests of dp-models: the fused tier against an independent per-example
-//! autograd reference, the DP layers and their executors, layouts, reproducibility, and
-//! the data loaders.
+//! Integration tests of dp-models: the DP layers and their executors, layouts,
+//! reproducibility, and the data loaders (the fused executor's own tests against an
+//! autograd reference are in src/fused/tests/).
 
 mod data;
 mod fixtures;
-mod fused;
 mod nn;
 mod papers_data;
-mod reference;

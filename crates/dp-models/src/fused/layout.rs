@@ -21,6 +21,7 @@ pub struct TorchLayer {
 }
 
 impl TorchLayer {
+    #[cfg(test)]
     /// The weight (in its PyTorch shape) and the bias as tensors on `device`.
     pub fn to_tensors(
         &self,

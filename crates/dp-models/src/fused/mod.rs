@@ -11,8 +11,9 @@ mod flops;
 mod layout;
 mod ops;
 mod spec;
+#[cfg(test)]
+mod tests;
 
-pub use exec::{backward, forward, per_sample_gradients, BackwardOutput, Workspace, CHUNKS};
 pub use flops::Flops;
 pub use layout::{from_torch, to_torch, TorchLayer};
 pub use ops::FusedModel;

@@ -3,11 +3,9 @@
 use std::sync::{Arc, Mutex};
 
 use candle_core::{CpuStorage, CustomOp2, Device, Layout, Shape, Tensor, Var};
-use dp_mechanisms::NoiseSource;
 
-use super::exec::{backward, forward, per_sample_gradients, BackwardOutput, Workspace};
-use super::layout::{from_torch, to_torch, TorchLayer};
-use super::spec::{Kind, NetSpec};
+use super::exec::{backward, forward, BackwardOutput, Workspace};
+use super::spec::NetSpec;
 use crate::cpu::f32_slice;
 use crate::error::{Error, Result};
 use crate::ClipRule;
@@ -104,24 +102,6 @@ pub struct FusedModel {
 }
 
 impl FusedModel {
-    /// A model with PyTorch's default initialisation (U(−1/√fan_in, 1/√fan_in) for weights
-    /// and biases), drawn from `noise` so that a seeded source gives identical weights.
-    pub fn new(spec: NetSpec, noise: &mut NoiseSource) -> Result<Self> {
-        let mut theta = vec![0.0f32; spec.num_params()];
-        for layer in &spec.layers {
-            let fan_in = match layer.kind {
-                Kind::Conv { kernel, cin, .. } => kernel * kernel * cin,
-                Kind::Linear { nin, .. } => nin,
-                _ => continue,
-            };
-            let bound = 1.0 / (fan_in as f64).sqrt();
-            for v in &mut theta[layer.params.0..][..layer.params.1] {
-                *v = ((2.0 * noise.uniform() - 1.0) * bound) as f32;
-            }
-        }
-        Self::from_theta(spec, theta)
-    }
-
     /// A model with the given θ (internal layout).
     pub fn from_theta(spec: NetSpec, theta: Vec<f32>) -> Result<Self> {
         if theta.len() != spec.num_params() {
@@ -142,15 +122,78 @@ impl FusedModel {
         })
     }
 
+    /// The network.
+    pub fn spec(&self) -> &NetSpec {
+        &self.spec
+    }
+
+    /// θ, the one trainable `Var`.
+    pub fn theta(&self) -> &Var {
+        &self.theta
+    }
+
+    /// θ as values.
+    pub fn theta_values(&self) -> Result<Vec<f32>> {
+        Ok(self.theta.as_tensor().to_vec1::<f32>()?)
+    }
+
+    /// Logits for `x` (B, C·H·W), NCHW images flattened.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let x = x.contiguous()?;
+        let op = FusedForward {
+            spec: self.spec.clone(),
+            ws: self.ws.clone(),
+        };
+        Ok(x.apply_op2_no_bwd(self.theta.as_tensor(), &op)?)
+    }
+
+    /// The backward of the last forward, from d(Σᵢ ℓᵢ)/d logits: the combined gradient
+    /// (P,) and per-sample squared norms (B,).
+    pub fn backward(&self, dlogits: &Tensor, rule: ClipRule) -> Result<(Tensor, Tensor)> {
+        let dlogits = dlogits.contiguous()?;
+        let op = FusedBackward {
+            spec: self.spec.clone(),
+            ws: self.ws.clone(),
+            rule,
+        };
+        let out = dlogits.apply_op2_no_bwd(self.theta.as_tensor(), &op)?;
+        let p = self.spec.num_params();
+        let batch = out.dim(0)? - p;
+        Ok((out.narrow(0, 0, p)?, out.narrow(0, p, batch)?))
+    }
+}
+
+/// Test-only constructors and views: PyTorch's initialisation and layout, safetensors in
+/// PyTorch's names, and the per-sample gradients the backward never materialises.
+#[cfg(test)]
+impl FusedModel {
     /// A model from PyTorch-layout tensors.
-    pub fn from_torch(spec: NetSpec, layers: &[TorchLayer]) -> Result<Self> {
-        let theta = from_torch(&spec, layers)?;
+    pub fn from_torch(spec: NetSpec, layers: &[super::layout::TorchLayer]) -> Result<Self> {
+        let theta = super::layout::from_torch(&spec, layers)?;
+        Self::from_theta(spec, theta)
+    }
+
+    /// A model with PyTorch's default initialisation (U(−1/√fan_in, 1/√fan_in) for weights
+    /// and biases), drawn from `noise` so that a seeded source gives identical weights.
+    pub fn new(spec: NetSpec, noise: &mut dp_mechanisms::NoiseSource) -> Result<Self> {
+        let mut theta = vec![0.0f32; spec.num_params()];
+        for layer in &spec.layers {
+            let fan_in = match layer.kind {
+                super::spec::Kind::Conv { kernel, cin, .. } => kernel * kernel * cin,
+                super::spec::Kind::Linear { nin, .. } => nin,
+                _ => continue,
+            };
+            let bound = 1.0 / (fan_in as f64).sqrt();
+            for v in &mut theta[layer.params.0..][..layer.params.1] {
+                *v = ((2.0 * noise.uniform() - 1.0) * bound) as f32;
+            }
+        }
         Self::from_theta(spec, theta)
     }
 
     /// The parameters in PyTorch layout.
-    pub fn to_torch(&self) -> Result<Vec<TorchLayer>> {
-        Ok(to_torch(&self.spec, &self.theta_values()?))
+    pub fn to_torch(&self) -> Result<Vec<super::layout::TorchLayer>> {
+        Ok(super::layout::to_torch(&self.spec, &self.theta_values()?))
     }
 
     /// Saves the weights as safetensors in PyTorch layout, named like a PyTorch
@@ -195,53 +238,13 @@ impl FusedModel {
         {
             let weight = get(format!("{index}.weight"))?.to_dtype(candle_core::DType::F32)?;
             let bias = get(format!("{index}.bias"))?.to_dtype(candle_core::DType::F32)?;
-            layers.push(TorchLayer {
+            layers.push(super::layout::TorchLayer {
                 weight_shape: weight.dims().to_vec(),
                 weight: weight.flatten_all()?.to_vec1()?,
                 bias: bias.flatten_all()?.to_vec1()?,
             });
         }
         Self::from_torch(spec, &layers)
-    }
-
-    /// The network.
-    pub fn spec(&self) -> &NetSpec {
-        &self.spec
-    }
-
-    /// θ, the one trainable `Var`.
-    pub fn theta(&self) -> &Var {
-        &self.theta
-    }
-
-    /// θ as values.
-    pub fn theta_values(&self) -> Result<Vec<f32>> {
-        Ok(self.theta.as_tensor().to_vec1::<f32>()?)
-    }
-
-    /// Logits for `x` (B, C·H·W), NCHW images flattened.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let x = x.contiguous()?;
-        let op = FusedForward {
-            spec: self.spec.clone(),
-            ws: self.ws.clone(),
-        };
-        Ok(x.apply_op2_no_bwd(self.theta.as_tensor(), &op)?)
-    }
-
-    /// The backward of the last forward, from d(Σᵢ ℓᵢ)/d logits: the combined gradient
-    /// (P,) and per-sample squared norms (B,).
-    pub fn backward(&self, dlogits: &Tensor, rule: ClipRule) -> Result<(Tensor, Tensor)> {
-        let dlogits = dlogits.contiguous()?;
-        let op = FusedBackward {
-            spec: self.spec.clone(),
-            ws: self.ws.clone(),
-            rule,
-        };
-        let out = dlogits.apply_op2_no_bwd(self.theta.as_tensor(), &op)?;
-        let p = self.spec.num_params();
-        let batch = out.dim(0)? - p;
-        Ok((out.narrow(0, 0, p)?, out.narrow(0, p, batch)?))
     }
 
     /// Per-sample gradients of the last forward (B × P), for tests.
@@ -251,7 +254,9 @@ impl FusedModel {
             .ws
             .lock()
             .map_err(|_| Error::invalid_model("fused model", "workspace poisoned"))?;
-        Ok(per_sample_gradients(&self.spec, &theta, dlogits, &mut ws))
+        Ok(super::exec::per_sample_gradients(
+            &self.spec, &theta, dlogits, &mut ws,
+        ))
     }
 }
 

@@ -232,15 +232,7 @@ impl NetSpec {
         self.layers.last().map_or(0, |l| size(l.output))
     }
 
-    /// The θ ranges of the parametric layers (weights and bias together), in order.
-    pub fn parameter_ranges(&self) -> Vec<std::ops::Range<usize>> {
-        self.layers
-            .iter()
-            .filter(|l| l.params.1 > 0)
-            .map(|l| l.params.0..l.params.0 + l.params.1)
-            .collect()
-    }
-
+    #[cfg(test)]
     /// The layers as given.
     pub fn layer_specs(&self) -> &[LayerSpec] {
         &self.specs

@@ -19,8 +19,9 @@ mod workspace;
 
 pub use backward::{backward, BackwardOutput};
 pub use forward::forward;
+#[cfg(test)]
 pub use per_sample::per_sample_gradients;
-pub use workspace::{Workspace, CHUNKS};
+pub use workspace::Workspace;
 
 #[cfg(test)]
 mod tests {

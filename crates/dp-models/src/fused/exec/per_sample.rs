@@ -6,7 +6,9 @@ use super::layer_backward::{
     linear_squared_norm, linear_weight_gradient, max_pool_backward, relu_backward, tanh_backward,
     ConvTarget,
 };
-use super::workspace::{conv_geometry, linear_shape, Activations, Scratch, Workspace};
+#[cfg(test)]
+use super::workspace::Workspace;
+use super::workspace::{conv_geometry, linear_shape, Activations, Scratch};
 
 /// What the per-sample backward does with parameter gradients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +31,9 @@ pub(super) struct Inputs<'a> {
     pub(super) activations: Activations<'a>,
 }
 
+#[cfg(test)]
 /// Per-sample gradients, materialised (B × P), for tests and audits.
+#[cfg(test)]
 pub fn per_sample_gradients(
     spec: &NetSpec,
     theta: &[f32],

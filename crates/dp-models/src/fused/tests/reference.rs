@@ -1,8 +1,8 @@
 //! An independent reference: the same networks built from stock Candle ops in PyTorch
 //! layout, differentiated by Candle's autograd one example at a time.
 
+use crate::fused::{LayerSpec, NetSpec, TorchLayer};
 use candle_core::{DType, Device, Tensor, Var};
-use dp_models::fused::{LayerSpec, NetSpec, TorchLayer};
 
 /// Per-example gradient (PyTorch layout: weight then bias per parametric layer) and
 /// logits of one example `x` (C·H·W, NCHW) with label `y`.

@@ -1,12 +1,12 @@
 //! The fused tier against the per-example reference.
 
+use crate::fused::{from_torch, FusedModel, LayerSpec, NetSpec};
+use crate::loss::cross_entropy;
+use crate::ClipRule;
 use candle_core::{Device, Tensor};
 use dp_mechanisms::NoiseSource;
-use dp_models::fused::{from_torch, FusedModel, LayerSpec, NetSpec};
-use dp_models::loss::cross_entropy;
-use dp_models::ClipRule;
 
-use crate::reference::per_example;
+use super::reference::per_example;
 
 fn batch(noise: &mut NoiseSource, n: usize, size: usize) -> (Vec<f32>, Vec<u32>) {
     let x = (0..n * size).map(|_| noise.uniform() as f32).collect();
@@ -25,9 +25,9 @@ fn relative_error(a: &[f32], b: &[f32]) -> f32 {
         / scale
 }
 
-/// The MNIST CNN of `dp_models::models::mnist_cnn` as a fused spec, `act` after each
+/// The MNIST CNN of `crate::models::mnist_cnn` as a fused spec, `act` after each
 /// layer but the last.
-fn mnist_cnn(act: LayerSpec) -> dp_models::Result<NetSpec> {
+fn mnist_cnn(act: LayerSpec) -> crate::Result<NetSpec> {
     let pool = LayerSpec::MaxPool {
         kernel: 2,
         stride: 1,
@@ -54,7 +54,7 @@ fn mnist_cnn(act: LayerSpec) -> dp_models::Result<NetSpec> {
 }
 
 /// A tanh MLP on flat inputs as a fused spec.
-fn mlp(inputs: usize, hidden: &[usize], classes: usize) -> dp_models::Result<NetSpec> {
+fn mlp(inputs: usize, hidden: &[usize], classes: usize) -> crate::Result<NetSpec> {
     let mut layers = vec![LayerSpec::Flatten];
     for &width in hidden {
         layers.extend([
@@ -388,8 +388,8 @@ fn safetensors_round_trip_in_pytorch_layout() -> Result<(), Box<dyn std::error::
     // A file for another architecture is refused with a typed error.
     assert!(FusedModel::load_safetensors(mlp(784, &[8], 10)?, &path).is_err());
     // The papers' network from the DP layers writes the same names and shapes.
-    let net = dp_models::models::mnist_cnn(
-        dp_models::models::Activation::Tanh,
+    let net = crate::models::mnist_cnn(
+        crate::models::Activation::Tanh,
         &mut NoiseSource::seeded(11),
     )?;
     net.taps().state_dict().write(&path)?;
@@ -428,8 +428,8 @@ fn mismatched_backward_is_an_error() -> Result<(), Box<dyn std::error::Error>> {
 /// backward adds the weight gradients of all four, the input gradients of all but the
 /// first, and 4·P for the norm and clipped sum (P = 26,010).
 #[test]
-fn mnist_cnn_flops_per_sample() -> dp_models::Result<()> {
-    use dp_models::models::{mnist_cnn, Activation};
+fn mnist_cnn_flops_per_sample() -> crate::Result<()> {
+    use crate::models::{mnist_cnn, Activation};
     let net = mnist_cnn(Activation::Tanh, &mut NoiseSource::seeded(1))?;
     let flops = net.flops_per_sample().expect("the fused executor counts");
     let macs = [173_056u64, 204_800, 16_384, 320];
