@@ -40,33 +40,10 @@ mod tests {
 
     /// The papers' MNIST CNN (`crate::models::mnist_cnn`) as a fused spec.
     fn mnist_cnn(activation: Activation) -> crate::Result<NetSpec> {
-        let act = match activation {
+        crate::fused::tests::mnist_cnn(match activation {
             Activation::Tanh => LayerSpec::Tanh,
             Activation::Relu => LayerSpec::Relu,
-        };
-        let pool = LayerSpec::MaxPool {
-            kernel: 2,
-            stride: 1,
-        };
-        let conv = |out_channels, kernel, padding| LayerSpec::Conv2d {
-            out_channels,
-            kernel,
-            stride: 2,
-            padding,
-        };
-        let layers = [
-            conv(16, 8, 2),
-            act,
-            pool,
-            conv(32, 4, 0),
-            act,
-            pool,
-            LayerSpec::Flatten,
-            LayerSpec::Linear { out_features: 32 },
-            act,
-            LayerSpec::Linear { out_features: 10 },
-        ];
-        NetSpec::new(1, 28, 28, &layers)
+        })
     }
 
     /// Deterministic values in [−scale, scale) (a 32-bit LCG; no noise source needed).

@@ -6,6 +6,7 @@ use crate::ClipRule;
 use candle_core::{Device, Tensor};
 use dp_mechanisms::NoiseSource;
 
+use super::mnist_cnn;
 use super::reference::per_example;
 
 fn batch(noise: &mut NoiseSource, n: usize, size: usize) -> (Vec<f32>, Vec<u32>) {
@@ -23,34 +24,6 @@ fn relative_error(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()))
         / scale
-}
-
-/// The MNIST CNN of `crate::models::mnist_cnn` as a fused spec, `act` after each
-/// layer but the last.
-fn mnist_cnn(act: LayerSpec) -> crate::Result<NetSpec> {
-    let pool = LayerSpec::MaxPool {
-        kernel: 2,
-        stride: 1,
-    };
-    let conv = |out_channels, kernel, padding| LayerSpec::Conv2d {
-        out_channels,
-        kernel,
-        stride: 2,
-        padding,
-    };
-    let layers = [
-        conv(16, 8, 2),
-        act,
-        pool,
-        conv(32, 4, 0),
-        act,
-        pool,
-        LayerSpec::Flatten,
-        LayerSpec::Linear { out_features: 32 },
-        act,
-        LayerSpec::Linear { out_features: 10 },
-    ];
-    NetSpec::new(1, 28, 28, &layers)
 }
 
 /// A tanh MLP on flat inputs as a fused spec.
