@@ -212,8 +212,8 @@ fn calibrate_selection(
         | CoordinateSelection::SparseVector { epsilon, .. } => epsilon,
     };
     let total = |eps: f64| -> dp_accounting::Result<f64> {
-        let event = event_of(with(eps))
-            .map_err(|e| dp_accounting::Error::Calibration(format!("{e:#}")))?;
+        let event =
+            event_of(with(eps)).map_err(|e| dp_accounting::Error::Calibration(format!("{e:#}")))?;
         run_epsilon(&event, steps, delta)
     };
     let share = dp_accounting::calibrate_share(total, upper, target)
