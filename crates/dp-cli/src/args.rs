@@ -92,13 +92,13 @@ pub enum ModelChoice {
 /// Datasets `dp train` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DatasetChoice {
-    /// MNIST.
+    /// MNIST: 60,000 training and 10,000 test digits, 28 × 28 grey.
     Mnist,
-    /// Fashion-MNIST.
+    /// Fashion-MNIST: MNIST's format, 10 clothing classes.
     FashionMnist,
 }
 
-/// Optimizers.
+/// The optimizer applied to each noisy gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerChoice {
     /// SGD with momentum.
@@ -149,7 +149,8 @@ pub struct TrainArgs {
     /// The dataset (found through DP_DATA_DIR, a cache, or a download).
     #[arg(long, value_enum, default_value_t = DatasetChoice::Mnist)]
     pub dataset: DatasetChoice,
-    /// Epochs.
+    /// Passes over the training set (fractional allowed); the steps are epochs × n / batch
+    /// size.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub epochs: f64,
     /// (Expected) batch size.
@@ -175,10 +176,11 @@ pub struct TrainArgs {
     /// Momentum (SGD).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub momentum: f64,
-    /// Optimizer.
+    /// The optimizer applied to each noisy gradient.
     #[arg(long, value_enum, default_value_t = OptimizerChoice::Sgd)]
     pub optimizer: OptimizerChoice,
-    /// Sampling.
+    /// How each batch is drawn; it fixes the neighbouring relation and the event charged
+    /// per step.
     #[arg(long, value_enum, default_value_t = TrainSampling::Poisson)]
     pub sampling: TrainSampling,
     /// The most records a batch keeps under --sampling truncated-poisson.
@@ -190,7 +192,8 @@ pub struct TrainArgs {
     /// Bands of the BandMF strategy (and groups of its sampler), with --mechanism band-mf.
     #[arg(long)]
     pub bands: Option<usize>,
-    /// δ.
+    /// δ of the (ε, δ) guarantee reported and budgeted (take it well below 1 / dataset
+    /// size).
     #[arg(long, default_value_t = 1e-5, allow_negative_numbers = true)]
     pub delta: f64,
     /// Budget: stop before ε would exceed it (and calibrate σ if --noise-multiplier is absent).

@@ -22,7 +22,7 @@ pub type Network = nn::ModuleClassifier<nn::Sequential>;
 pub enum Activation {
     /// tanh (Papernot et al.'s tempered sigmoid; Tramèr & Boneh).
     Tanh,
-    /// ReLU.
+    /// ReLU, max(x, 0).
     Relu,
 }
 

@@ -43,7 +43,7 @@ impl Embedding {
         &self.weight
     }
 
-    /// D.
+    /// D, the width of each embedding vector.
     pub fn hidden_size(&self) -> usize {
         self.hidden_size
     }

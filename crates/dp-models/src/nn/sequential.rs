@@ -97,12 +97,12 @@ impl Sequential {
         self.push(Step::Linear(layer))
     }
 
-    /// tanh.
+    /// tanh of every element (no parameters).
     pub fn tanh(self) -> Self {
         self.push(Step::Tanh)
     }
 
-    /// ReLU.
+    /// ReLU, max(x, 0), of every element (no parameters).
     pub fn relu(self) -> Self {
         self.push(Step::Relu)
     }

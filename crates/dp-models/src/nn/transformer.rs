@@ -24,7 +24,7 @@ pub struct TransformerConfig {
     pub width: usize,
     /// Attention heads (d must be a multiple).
     pub heads: usize,
-    /// Blocks.
+    /// Transformer blocks (attention and MLP, each with its layer norm) stacked.
     pub layers: usize,
     /// MLP hidden width as a multiple of d (GPT: 4).
     pub mlp_ratio: usize,
