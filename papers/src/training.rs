@@ -271,11 +271,6 @@ pub fn run_cached(
     Ok((result, false))
 }
 
-/// The finished run `key` in `dir`, if any.
-pub fn cached_result(dir: &Path, key: &str) -> Option<RunResult> {
-    RunCache::new(dir).get(key)
-}
-
 /// The finished run `key` trained for any table of one paper (`runs` holds one directory
 /// per table), if any: keys leave the table out, so a run is reused wherever it reappears.
 pub fn cached_in_any_table(runs: &Path, key: &str) -> Option<RunResult> {
@@ -285,7 +280,7 @@ pub fn cached_in_any_table(runs: &Path, key: &str) -> Option<RunResult> {
         .filter(|path| path.is_dir())
         .collect();
     tables.sort();
-    tables.iter().find_map(|dir| cached_result(dir, key))
+    tables.iter().find_map(|dir| RunCache::new(dir).get(key))
 }
 
 fn train(
