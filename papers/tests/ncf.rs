@@ -93,7 +93,7 @@ fn ncf_per_sample_gradients_match_finite_differences_and_clip() {
             .zip(g)
             .for_each(|(e, v)| *e += factor * v);
     }
-    for (a, b) in clipped.sum.iter().zip(&expected) {
+    for (a, b) in clipped.sum.into_flat().expect("flat").iter().zip(&expected) {
         assert!((a - b).abs() <= 1e-6, "{a} vs {b}");
     }
     // Out-of-range ids are a typed error, not a panic.

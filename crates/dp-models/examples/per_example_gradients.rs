@@ -26,7 +26,13 @@ fn main() -> dp_models::Result<()> {
     );
 
     let mean_loss = clipped.losses.iter().sum::<f32>() / clipped.losses.len() as f32;
-    let sum_norm = clipped.sum.iter().map(|g| g * g).sum::<f32>().sqrt();
+    let sum_norm = clipped
+        .sum
+        .to_flat()?
+        .iter()
+        .map(|g| g * g)
+        .sum::<f32>()
+        .sqrt();
     println!(
         "mean loss {mean_loss:.4}; the clipped sum has norm {sum_norm:.3} (at most 64 × 4 = 256)"
     );

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 mod clip_rule;
+mod clipped_gradient;
 mod cpu;
 pub mod data;
 mod error;
@@ -29,8 +30,7 @@ mod staged;
 mod training_data;
 
 pub use clip_rule::ClipRule;
+pub use clipped_gradient::{ClippedGradient, GradientSum};
 pub use error::{Error, Result, Searched};
-pub use private_model::{
-    clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel, SparsePrivateModel,
-};
+pub use private_model::{clipped_gradient_of_batch, Classifier, PrivateModel, SparsePrivateModel};
 pub use training_data::TrainingData;

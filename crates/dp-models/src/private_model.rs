@@ -2,25 +2,14 @@
 
 use candle_core::{Device, Tensor, Var};
 
+use crate::clipped_gradient::ClippedGradient;
 use crate::data::Dataset;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fused::FusedModel;
 use crate::loss::{check_labels, cross_entropy};
-use crate::nn::PrivateGradients;
 use crate::staged::StagedModel;
 use crate::training_data::TrainingData;
 use crate::ClipRule;
-
-/// The clipped gradient of one batch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClippedGradient {
-    /// `Σᵢ cᵢ∇ℓᵢ`, flat, in the model's parameter order.
-    pub sum: Vec<f32>,
-    /// `‖∇ℓᵢ‖²` per example (NaN where not finite; such examples got `cᵢ = 0`).
-    pub squared_norms: Vec<f32>,
-    /// Per-example losses ℓᵢ (whatever the model's loss is: cross-entropy for a classifier).
-    pub losses: Vec<f32>,
-}
 
 /// A model a DP engine can train: flat parameters, and the clipped gradient sum of a
 /// batch of its training data. Any model with per-example gradients qualifies: the
@@ -36,7 +25,10 @@ pub trait PrivateModel {
     /// Replaces the parameters.
     fn set_parameters(&mut self, theta: &[f32]) -> Result<()>;
     /// The loss of each example `batch` of `data`, its per-example gradients clipped by
-    /// `rule` and summed. The sum must cover every parameter.
+    /// `rule` and summed. The sum must cover every parameter: flat on the host, or (a
+    /// model that keeps its parameters on a device) one tensor per
+    /// [`device_parameters`](Self::device_parameters) variable, in order; the engine
+    /// takes either and moves it where it keeps its sums.
     fn clipped_gradient(
         &self,
         data: &Self::Data,
@@ -54,27 +46,10 @@ pub trait PrivateModel {
     /// The parameters as variables on the model's device, when it keeps them there (a
     /// network of DP layers on a GPU): the engine then keeps the clipped sum, θ and the
     /// optimizer's moments on that device, and only the noise crosses from the host.
-    /// `None` (the default): the engine works on the flat host vectors of
-    /// [`parameters`](Self::parameters) and [`clipped_gradient`](Self::clipped_gradient).
-    /// Their flat concatenation must be [`parameters`](Self::parameters)' order.
+    /// `None` (the default): the engine works on flat host vectors. The variables' flat
+    /// concatenation must be [`parameters`](Self::parameters)' order.
     fn device_parameters(&self) -> Option<Vec<Var>> {
         None
-    }
-
-    /// [`clipped_gradient`](Self::clipped_gradient) on the device: the DP layers' own
-    /// result, one sum per [`device_parameters`](Self::device_parameters) variable, in
-    /// order. Only called on models that return some.
-    fn clipped_gradient_on_device(
-        &self,
-        data: &Self::Data,
-        batch: &[usize],
-        rule: ClipRule,
-    ) -> Result<PrivateGradients> {
-        let _ = (data, batch, rule);
-        Err(Error::invalid_model(
-            "model",
-            "it keeps no parameters on a device",
-        ))
     }
 }
 
@@ -171,7 +146,7 @@ impl Classifier for FusedModel {
         let dlogits = Tensor::from_vec(dlogits, (labels.len(), classes), &Device::Cpu)?;
         let (sum, norms) = self.backward(&dlogits, rule)?;
         Ok(ClippedGradient {
-            sum: sum.to_vec1()?,
+            sum: sum.to_vec1::<f32>()?.into(),
             squared_norms: norms.to_vec1()?,
             losses,
         })
@@ -222,7 +197,7 @@ impl Classifier for StagedModel {
             sum.extend(t.flatten_all()?.to_vec1::<f32>()?);
         }
         Ok(ClippedGradient {
-            sum,
+            sum: sum.into(),
             squared_norms: out.squared_norms,
             losses: out.losses,
         })

@@ -6,7 +6,7 @@ use candle_core::{Device, Module, Tensor};
 use candle_nn::VarMap;
 use dp_mechanisms::NoiseSource;
 use dp_models::nn::{self, loss, DpVarBuilder, PrivateNet, Taps};
-use dp_models::{PrivateModel, TrainingData};
+use dp_models::{GradientSum, PrivateModel, TrainingData};
 use dp_optim::{make_private, Noise, Optimizer, PrivacyEngine, PrivateSettings};
 
 /// Regression rows with float targets.
@@ -217,6 +217,74 @@ fn an_empty_poisson_batch_is_a_noise_only_step_on_both_paths() -> dp_optim::Resu
         let report = e.apply_update(&noisy)?;
         assert_eq!(report.batch_size, 0);
         assert_ne!(e.model().parameters()?, theta);
+    }
+    Ok(())
+}
+
+/// A network whose per-tensor clipped sum loses its last tensor, or reshapes it.
+struct Broken {
+    net: Net,
+    reshape: bool,
+}
+
+impl PrivateModel for Broken {
+    type Data = Rows;
+
+    fn num_params(&self) -> usize {
+        self.net.num_params()
+    }
+    fn parameters(&self) -> dp_models::Result<Vec<f32>> {
+        self.net.parameters()
+    }
+    fn set_parameters(&mut self, theta: &[f32]) -> dp_models::Result<()> {
+        self.net.set_parameters(theta)
+    }
+    fn device_parameters(&self) -> Option<Vec<candle_core::Var>> {
+        self.net.device_parameters()
+    }
+    fn clipped_gradient(
+        &self,
+        data: &Rows,
+        batch: &[usize],
+        rule: dp_models::ClipRule,
+    ) -> dp_models::Result<dp_models::ClippedGradient> {
+        let mut clipped = self.net.clipped_gradient(data, batch, rule)?;
+        let GradientSum::Tensors(sums) = &mut clipped.sum else {
+            panic!("the DP layers return one sum per tensor");
+        };
+        let (name, last) = sums.pop().expect("a tensor");
+        if self.reshape {
+            let values = last.elem_count();
+            sums.push((name, last.reshape((1, values))?)); // the same values, another shape
+        }
+        Ok(clipped)
+    }
+}
+
+#[test]
+fn a_sum_that_misses_or_reshapes_a_tensor_is_refused_on_both_paths() -> dp_optim::Result<()> {
+    let data = rows();
+    let theta = network(false, None).parameters()?;
+    for (on_device, reshape) in [(false, false), (true, false), (true, true)] {
+        let net = network(on_device, Some(&theta));
+        let settings = PrivateSettings {
+            batch_size: 20,
+            epochs: 1,
+            noise: Noise::Multiplier(1.0),
+            ..PrivateSettings::default()
+        };
+        let model = Broken { net, reshape };
+        let mut e = make_private(model, &data, &settings, NoiseSource::seeded(3))?.into_engine();
+        let result = e.step(&data);
+        assert!(
+            matches!(result, Err(dp_optim::Error::UnprotectedParameter(_))),
+            "on device {on_device}, reshaped {reshape}: {result:?}"
+        );
+        assert_eq!(e.model().parameters()?, theta, "nothing applied");
+        assert!(
+            e.ledger().expect("private").entries.is_empty(),
+            "nothing charged"
+        );
     }
     Ok(())
 }

@@ -327,8 +327,10 @@ impl PrivateModel for Short {
         batch: &[usize],
         rule: ClipRule,
     ) -> dp_models::Result<ClippedGradient> {
-        let mut clipped = self.0.clipped_gradient(data, batch, rule)?;
-        clipped.sum.pop();
+        let mut clipped = self.0.clipped_gradient(data, batch, rule)?.flattened()?;
+        if let dp_models::GradientSum::Flat(sum) = &mut clipped.sum {
+            sum.pop();
+        }
         Ok(clipped)
     }
 }

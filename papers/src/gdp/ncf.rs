@@ -328,7 +328,7 @@ impl Classifier for NcfModel {
             self.add_scaled(&mut sum, &f, &pieces, scale);
         }
         Ok(ClippedGradient {
-            sum,
+            sum: sum.into(),
             squared_norms,
             losses,
         })

@@ -118,7 +118,10 @@ fn time_steps<M: dp_models::Classifier>(
         } else {
             ClipRule::None
         };
-        let mut g = net.clipped_cross_entropy_gradient(&x, &y, 10, rule)?.sum;
+        let mut g = net
+            .clipped_cross_entropy_gradient(&x, &y, 10, rule)?
+            .sum
+            .into_flat()?;
         if private {
             noise.add_gaussian_f32(&mut g, 1.0);
         }

@@ -110,7 +110,11 @@ impl Bench {
         let grads = self
             .taps
             .clipped_gradients(|| self.losses(), rule, NormMethod::Auto)?;
-        for (param, (_, sum)) in self.taps.params().iter().zip(&grads.clipped_sums) {
+        let sums = grads
+            .sum
+            .tensors()
+            .context("the DP layers keep one sum per tensor")?;
+        for (param, (_, sum)) in self.taps.params().iter().zip(sums) {
             let mut z = vec![0f32; sum.elem_count()];
             noise.add_gaussian_f32(&mut z, 1.0);
             let noisy = (sum + Tensor::from_vec(z, sum.shape(), sum.device())?)?;

@@ -5,13 +5,12 @@ use candle_nn::VarMap;
 
 use super::contribution::NormMethod;
 use super::executor::{Executor, Route};
-use super::gradients::PrivateGradients;
 use super::loss;
 use super::taps::Taps;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::private_model::{clipped_gradient_of_batch, Classifier, ClippedGradient, PrivateModel};
-use crate::ClipRule;
+use crate::private_model::{clipped_gradient_of_batch, Classifier, PrivateModel};
+use crate::{ClipRule, ClippedGradient};
 
 /// A module of DP layers that maps a batch of flat examples (B, example size) to logits
 /// (B, classes) — reshaping inside, if it needs images — trained with per-example
@@ -86,7 +85,7 @@ impl<M: Module + 'static> ModuleClassifier<M> {
         labels: &[u32],
         classes: usize,
         rule: ClipRule,
-    ) -> Result<PrivateGradients> {
+    ) -> Result<ClippedGradient> {
         if labels.is_empty() {
             return self.taps.zero_gradients();
         }
@@ -147,16 +146,6 @@ impl<M: Module + 'static> PrivateModel for ModuleClassifier<M> {
     fn device_parameters(&self) -> Option<Vec<Var>> {
         (!self.device.is_cpu()).then(|| self.taps.vars())
     }
-
-    fn clipped_gradient_on_device(
-        &self,
-        data: &Dataset,
-        batch: &[usize],
-        rule: ClipRule,
-    ) -> Result<PrivateGradients> {
-        let (x, labels) = data.gather(batch)?;
-        self.private_gradients(&x, &labels, data.classes, rule)
-    }
 }
 
 impl<M: Module + 'static> Classifier for ModuleClassifier<M> {
@@ -183,7 +172,6 @@ impl<M: Module + 'static> Classifier for ModuleClassifier<M> {
                 return gradient;
             }
         }
-        self.private_gradients(x, labels, classes, rule)?
-            .into_host()
+        self.private_gradients(x, labels, classes, rule)
     }
 }

@@ -8,8 +8,8 @@ use super::sequential::Sequential;
 use super::staged_route::StagedRoute;
 use super::taps::Taps;
 use crate::error::{Error, Result};
-use crate::private_model::ClippedGradient;
 use crate::ClipRule;
+use crate::ClippedGradient;
 
 /// An executor of the private backward. All three give the same clipped sums within
 /// float rounding on every network they share (tests/nn/executors.rs); they differ in

@@ -3,10 +3,8 @@
 
 use candle_core::Var;
 
-use super::gradients::PrivateGradients;
 use super::taps::Taps;
 use crate::error::Result;
-use crate::private_model::ClippedGradient;
 
 impl Taps {
     /// The number of parameters.
@@ -89,15 +87,4 @@ fn fnv1a(values: &[f32]) -> u64 {
         .fold(0xcbf2_9ce4_8422_2325, |h, byte| {
             (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
         })
-}
-
-impl PrivateGradients {
-    /// As the engine's host path takes it: the sums flat, norms and losses on the host.
-    pub fn into_host(self) -> Result<ClippedGradient> {
-        Ok(ClippedGradient {
-            sum: crate::flat::flatten(self.clipped_sums.iter().map(|(_, t)| t))?,
-            squared_norms: self.squared_norms.to_vec1()?,
-            losses: self.losses.to_vec1()?,
-        })
-    }
 }

@@ -17,9 +17,10 @@ use super::sequential::{Sequential, Step};
 use super::taps::Taps;
 use crate::error::Result;
 use crate::fused::{from_torch, to_torch, Flops, FusedModel, LayerSpec, NetSpec, TorchLayer};
-use crate::private_model::{Classifier, ClippedGradient};
+use crate::private_model::Classifier;
 use crate::staged::DpLayer;
 use crate::ClipRule;
+use crate::ClippedGradient;
 
 /// Where one parametric layer's tensors sit in the taps' flat θ.
 struct Slot {
@@ -109,16 +110,21 @@ impl FusedRoute {
         let fused = self
             .model
             .clipped_cross_entropy_gradient(x, labels, classes, rule)?;
+        let fused_sum = fused.sum.into_flat()?;
         let mut sum = vec![0.0f32; self.num_params];
         for (slot, layer) in self
             .slots
             .iter()
-            .zip(to_torch(self.model.spec(), &fused.sum))
+            .zip(to_torch(self.model.spec(), &fused_sum))
         {
             sum[slot.weight.clone()].copy_from_slice(&layer.weight);
             sum[slot.bias.clone()].copy_from_slice(&layer.bias);
         }
-        Ok(ClippedGradient { sum, ..fused })
+        Ok(ClippedGradient {
+            sum: sum.into(),
+            squared_norms: fused.squared_norms,
+            losses: fused.losses,
+        })
     }
 }
 

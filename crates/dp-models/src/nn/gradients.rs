@@ -12,18 +12,7 @@ use super::contribution::{self, Contribution, NormMethod};
 use super::taps::{Param, Taps};
 use crate::cpu::kernels::upper_f32;
 use crate::error::{Error, Result};
-use crate::ClipRule;
-
-/// The result of a private backward.
-#[derive(Debug)]
-pub struct PrivateGradients {
-    /// `Σᵢ cᵢ∇ᵢ` of every registered parameter, by name, in [`Taps::params`] order.
-    pub clipped_sums: Vec<(String, Tensor)>,
-    /// `‖∇ᵢ‖²` per example (B,); NaN or ∞ where not finite (such examples got `cᵢ = 0`).
-    pub squared_norms: Tensor,
-    /// The per-example losses (B,).
-    pub losses: Tensor,
-}
+use crate::{ClipRule, ClippedGradient, GradientSum};
 
 /// Every parameter's contributions from one private forward and backward.
 struct Traced {
@@ -35,13 +24,15 @@ struct Traced {
 impl Taps {
     /// Runs `losses` (a closure that does the network's forward and returns the per-example
     /// losses, shape (B,)) as a private forward, backpropagates their sum, and returns
-    /// each parameter's per-sample gradients clipped by `rule` and summed.
+    /// each parameter's per-sample gradients clipped by `rule` and summed: one sum per
+    /// parameter, by name, in [`Taps::params`] order, on the parameters' device
+    /// ([`GradientSum::Tensors`]).
     pub fn clipped_gradients(
         &self,
         losses: impl FnOnce() -> Result<Tensor>,
         rule: ClipRule,
         method: NormMethod,
-    ) -> Result<PrivateGradients> {
+    ) -> Result<ClippedGradient> {
         let mut traced = self.trace(losses)?;
         let batch = traced.losses.dim(0)?;
         let device = traced.losses.device().clone();
@@ -71,7 +62,6 @@ impl Taps {
         let total_host: Vec<f32> = (0..batch)
             .map(|i| upper_f32(by_owner.values().map(|(s, _)| s[i]).sum(), all_terms))
             .collect();
-        let total = Tensor::from_vec(total_host.clone(), batch, &device)?;
         let finite: Vec<bool> = total_host.iter().map(|s| s.is_finite()).collect();
         let keep = if finite.iter().all(|&f| f) {
             None
@@ -107,34 +97,32 @@ impl Taps {
             )?;
             clipped_sums.push((param.name.clone(), sum));
         }
-        Ok(PrivateGradients {
-            clipped_sums,
-            squared_norms: total,
-            losses: traced.losses,
+        Ok(ClippedGradient {
+            sum: GradientSum::Tensors(clipped_sums),
+            squared_norms: total_host,
+            losses: traced.losses.to_vec1()?,
         })
     }
 
     /// The private gradients of an empty batch (a Poisson draw may be one): zero sums of
     /// every parameter's shape, no norms, no losses. Nothing is run.
-    pub fn zero_gradients(&self) -> Result<PrivateGradients> {
+    pub fn zero_gradients(&self) -> Result<ClippedGradient> {
         let params = self.params();
-        let device = params
-            .first()
-            .map(|p| p.var.as_tensor().device().clone())
-            .ok_or_else(|| {
-                Error::invalid_model(
-                    "DP layer",
-                    "the network has no trainable DP-layer parameter",
-                )
-            })?;
-        let empty = Tensor::zeros(0, candle_core::DType::F32, &device)?;
-        Ok(PrivateGradients {
-            clipped_sums: params
-                .iter()
-                .map(|p| Ok((p.name.clone(), p.var.as_tensor().zeros_like()?)))
-                .collect::<Result<_>>()?,
-            squared_norms: empty.clone(),
-            losses: empty,
+        if params.is_empty() {
+            return Err(Error::invalid_model(
+                "DP layer",
+                "the network has no trainable DP-layer parameter",
+            ));
+        }
+        Ok(ClippedGradient {
+            sum: GradientSum::Tensors(
+                params
+                    .iter()
+                    .map(|p| Ok((p.name.clone(), p.var.as_tensor().zeros_like()?)))
+                    .collect::<Result<_>>()?,
+            ),
+            squared_norms: Vec::new(),
+            losses: Vec::new(),
         })
     }
 

@@ -83,7 +83,6 @@ pub use conv1d::{conv1d, Conv1d};
 pub use conv2d::{conv2d, Conv2d};
 pub use embedding::{embedding, Embedding};
 pub use executor::Executor;
-pub use gradients::PrivateGradients;
 pub use group_norm::{group_norm, GroupNorm};
 pub use layer_norm::{layer_norm, LayerNorm};
 pub use left_factor::Left;

@@ -7,12 +7,12 @@ use candle_core::{Device, Tensor, Var};
 use candle_nn::VarMap;
 
 use super::contribution::NormMethod;
-use super::gradients::PrivateGradients;
 use super::taps::Taps;
 use crate::error::{Error, Result};
-use crate::private_model::{ClippedGradient, PrivateModel};
+use crate::private_model::PrivateModel;
 use crate::training_data::TrainingData;
 use crate::ClipRule;
+use crate::ClippedGradient;
 
 /// A network built from DP layers, as a [`PrivateModel`]: `losses(data, batch)` runs the
 /// forward on the examples `batch` of `data` and returns their losses (B,) — any model,
@@ -84,7 +84,7 @@ where
         data: &D,
         batch: &[usize],
         rule: ClipRule,
-    ) -> Result<PrivateGradients> {
+    ) -> Result<ClippedGradient> {
         self.taps.check_covers(&self.varmap)?;
         if batch.is_empty() {
             return self.taps.zero_gradients();
@@ -140,7 +140,7 @@ where
         batch: &[usize],
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        self.private_gradients(data, batch, rule)?.into_host()
+        self.private_gradients(data, batch, rule)
     }
 
     fn architecture(&self) -> String {
@@ -149,14 +149,5 @@ where
 
     fn device_parameters(&self) -> Option<Vec<Var>> {
         self.on_device.then(|| self.taps.vars())
-    }
-
-    fn clipped_gradient_on_device(
-        &self,
-        data: &D,
-        batch: &[usize],
-        rule: ClipRule,
-    ) -> Result<PrivateGradients> {
-        self.private_gradients(data, batch, rule)
     }
 }

@@ -17,9 +17,10 @@ use super::route_taps::{check_step, layer_slots};
 use super::sequential::{Sequential, Step};
 use super::taps::Taps;
 use crate::error::Result;
-use crate::private_model::{Classifier, ClippedGradient};
+use crate::private_model::Classifier;
 use crate::staged::{DpLayer, Stage, StagedModel};
 use crate::ClipRule;
+use crate::ClippedGradient;
 
 /// A [`Sequential`] planned onto the staged executor.
 pub(crate) struct StagedRoute {
@@ -65,14 +66,19 @@ impl StagedRoute {
         let staged = self
             .model
             .clipped_cross_entropy_gradient(x, labels, classes, rule)?;
+        let staged_sum = staged.sum.into_flat()?;
         let mut sum = vec![0.0f32; self.num_params];
         let mut offset = 0;
         for slot in &self.slots {
             let n = slot.len();
-            sum[slot.clone()].copy_from_slice(&staged.sum[offset..offset + n]);
+            sum[slot.clone()].copy_from_slice(&staged_sum[offset..offset + n]);
             offset += n;
         }
-        Ok(ClippedGradient { sum, ..staged })
+        Ok(ClippedGradient {
+            sum: sum.into(),
+            squared_norms: staged.squared_norms,
+            losses: staged.losses,
+        })
     }
 }
 

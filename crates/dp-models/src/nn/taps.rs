@@ -60,7 +60,7 @@ struct State {
 ///
 /// Outside a private forward the layers are plain Candle layers (their weights are
 /// graph variables, so a non-private backward and evaluation work as usual). Inside one
-/// ([`Taps::clipped_gradients`](super::PrivateGradients)), every DP layer uses its weights
+/// ([`Taps::clipped_gradients`]), every DP layer uses its weights
 /// as constants and marks its output — the built-in layers' own CPU ops keep its gradient,
 /// a layer written outside this crate gets a probe ([`Taps::tap`]): one backward of the
 /// summed per-example loss then gives each use of each layer its `dL/dz`, and nothing

@@ -110,7 +110,7 @@ fn assert_tiers_agree(
         assert!(within_the_ghost_bound(*x, *y), "{what}: norm {x} vs {y}");
     }
     // The network's θ is in name order: compare layer by layer.
-    for (i, layer) in torch_layers(fused, &f.sum)?.iter().enumerate() {
+    for (i, layer) in torch_layers(fused, &f.sum.to_flat()?)?.iter().enumerate() {
         let (w, b) = layer.to_tensors(&Device::Cpu)?;
         let (ew, eb) = (
             relative_error(&a.clipped_sums[2 * i], &w),

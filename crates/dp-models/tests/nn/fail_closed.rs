@@ -305,12 +305,14 @@ fn a_non_finite_example_is_dropped_on_every_norm_path() {
         let all = taps
             .clipped_gradients(|| losses(&[0, 1, 2]), RULE, method)
             .expect("all");
-        let norms = all.squared_norms.to_vec1::<f32>().expect("norms");
+        let norms = &all.squared_norms;
         assert!(norms[0].is_finite() && !norms[1].is_finite() && norms[2].is_finite());
         let finite = taps
             .clipped_gradients(|| losses(&[0, 2]), RULE, method)
             .expect("finite");
-        for ((name, a), (_, f)) in all.clipped_sums.iter().zip(&finite.clipped_sums) {
+        let per_tensor =
+            |g: &dp_models::ClippedGradient| g.sum.tensors().expect("per tensor").to_vec();
+        for ((name, a), (_, f)) in per_tensor(&all).iter().zip(&per_tensor(&finite)) {
             let (a, f) = (
                 a.flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("a"),
                 f.flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("f"),

@@ -80,7 +80,10 @@ impl Case {
         let out = taps
             .clipped_gradients(losses, rule, NormMethod::Ghost)
             .expect("clipped");
-        let released: f32 = host(&out.clipped_sums[0].1).iter().map(|v| v * v).sum();
+        let released: f32 = host(&out.sum.tensors().expect("per tensor")[0].1)
+            .iter()
+            .map(|v| v * v)
+            .sum();
         (ghost, materialised, released.sqrt())
     }
 }

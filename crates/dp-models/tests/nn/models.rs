@@ -341,7 +341,10 @@ fn mnist_cnn_agrees_on_every_executor() {
             );
             // A clip factor from the ghost bound is smaller by at most half its slack.
             for (range, owner) in fused.taps().layer_ranges().into_iter().zip(0..) {
-                let error = super::check::relative_error(&n.sum[range.clone()], &f.sum[range]);
+                let error = super::check::relative_error(
+                    &n.sum.to_flat().expect("sum")[range.clone()],
+                    &f.sum.to_flat().expect("sum")[range],
+                );
                 assert!(
                     error < super::check::GHOST_SLACK / 2.0,
                     "{what} layer {owner}: {error}"

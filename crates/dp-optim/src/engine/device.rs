@@ -7,7 +7,7 @@
 use candle_core::Tensor;
 use dp_mechanisms::{GaussianMechanism, NoiseSource};
 use dp_models::flat::{flatten, unflatten};
-use dp_models::PrivateModel;
+use dp_models::{GradientSum, PrivateModel};
 
 use crate::error::{Error, Result};
 use crate::optimizer::Optimizer;
@@ -20,6 +20,51 @@ pub(super) enum Gradient {
 }
 
 impl Gradient {
+    /// A zero sum of `model`'s parameters where `moments` are kept (the sum of an empty
+    /// batch, and where a batch's slices are summed).
+    pub(super) fn zeros<M: PrivateModel>(moments: &Moments, model: &M) -> Result<Self> {
+        if let Moments::Host(_) = moments {
+            return Ok(Gradient::Host(vec![0.0; model.num_params()]));
+        }
+        let vars = model.device_parameters().ok_or_else(|| {
+            Error::UnprotectedParameter(
+                "the model no longer keeps its parameters on a device".into(),
+            )
+        })?;
+        Ok(Gradient::Device(
+            vars.iter()
+                .map(|v| v.as_tensor().zeros_like())
+                .collect::<candle_core::Result<_>>()?,
+        ))
+    }
+
+    /// A model's clipped sum where `self` lives (flattened to the host, or split onto the
+    /// device), checked to cover exactly `self`'s parameters.
+    pub(super) fn like(&self, sum: GradientSum) -> Result<Gradient> {
+        match self {
+            Gradient::Host(v) => {
+                let flat = sum.into_flat()?;
+                if flat.len() != v.len() {
+                    return Err(Error::UnprotectedParameter(format!(
+                        "the model's clipped sum covers {} of its {} parameters",
+                        flat.len(),
+                        v.len()
+                    )));
+                }
+                Ok(Gradient::Host(flat))
+            }
+            Gradient::Device(ts) => sum
+                .into_tensors_like(ts)
+                .map(Gradient::Device)
+                .map_err(|e| {
+                    Error::UnprotectedParameter(format!(
+                        "the model's clipped sums do not cover its {} parameter tensors: {e}",
+                        ts.len()
+                    ))
+                }),
+        }
+    }
+
     /// Adds `other` (of the same kind and shapes).
     pub(super) fn accumulate(&mut self, other: Gradient) -> Result<()> {
         match (self, other) {

@@ -27,7 +27,7 @@ use dp_mechanisms::{GaussianMechanism, Mechanism};
 use dp_models::{ClipRule, ClippedGradient, PrivateModel};
 
 use super::batch::{Batch, ExtraBatch};
-use super::device::{Gradient, Moments};
+use super::device::Gradient;
 use super::distributed::NoiseBy;
 use super::step_tokens::{ClippedSum, NoisyGradient, StepCharge};
 use super::{PrivacyEngine, StepReport};
@@ -143,78 +143,8 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         batch: &Batch,
         rule: ClipRule,
     ) -> Result<ClippedSum> {
-        if matches!(self.moments, Moments::Device(_)) {
-            return self.device_sum_slices(data, batch, rule);
-        }
         self.sum_slices(batch, rule, |model, slice, applied| {
             model.clipped_gradient(data, slice, applied)
-        })
-    }
-
-    /// [`sum_slices`](Self::sum_slices) for a model that keeps its parameters on a device:
-    /// the sums stay there, one tensor per parameter, each checked against its shape.
-    fn device_sum_slices(
-        &mut self,
-        data: &M::Data,
-        batch: &Batch,
-        rule: ClipRule,
-    ) -> Result<ClippedSum> {
-        let applied = rule;
-        #[cfg(feature = "fault-injection")]
-        let applied = self.fault.map_or(applied, |f| f.clip_rule(applied));
-        let vars = self.model.device_parameters().ok_or_else(|| {
-            Error::UnprotectedParameter(
-                "the model no longer keeps its parameters on a device".into(),
-            )
-        })?;
-        let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
-        let mut sum: Option<Gradient> = None;
-        let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
-        for slice in batch.indices().chunks(physical) {
-            let clipped = self
-                .model
-                .clipped_gradient_on_device(data, slice, applied)?;
-            let covered = clipped.clipped_sums.len() == vars.len()
-                && clipped
-                    .clipped_sums
-                    .iter()
-                    .zip(&vars)
-                    .all(|((_, s), v)| s.shape() == v.as_tensor().shape());
-            if !covered {
-                return Err(Error::UnprotectedParameter(format!(
-                    "the model's clipped sums do not cover its {} parameter tensors",
-                    vars.len()
-                )));
-            }
-            nonfinite += clipped
-                .squared_norms
-                .to_vec1::<f32>()?
-                .iter()
-                .filter(|v| !v.is_finite())
-                .count();
-            let losses = clipped.losses.to_vec1::<f32>()?;
-            loss_sum += losses.iter().map(|&l| f64::from(l)).sum::<f64>();
-            let part = Gradient::Device(clipped.clipped_sums.into_iter().map(|(_, s)| s).collect());
-            match &mut sum {
-                None => sum = Some(part),
-                Some(total) => total.accumulate(part)?,
-            }
-        }
-        let sum = match sum {
-            Some(sum) => sum,
-            None => Gradient::Device(
-                vars.iter()
-                    .map(|v| v.as_tensor().zeros_like())
-                    .collect::<candle_core::Result<_>>()?,
-            ),
-        };
-        Ok(ClippedSum {
-            sum,
-            rule,
-            charge: batch.charge(),
-            batch_size: batch.len(),
-            loss_sum,
-            nonfinite,
         })
     }
 
@@ -226,22 +156,16 @@ impl<M: PrivateModel> PrivacyEngine<M> {
         rule: ClipRule,
         gradient: impl Fn(&M, &[usize], ClipRule) -> dp_models::Result<ClippedGradient>,
     ) -> Result<ClippedSum> {
-        let p_count = self.model.num_params();
         let applied = rule;
         #[cfg(feature = "fault-injection")]
         let applied = self.fault.map_or(applied, |f| f.clip_rule(applied));
         let physical = self.physical_batch_size.unwrap_or(usize::MAX).max(1);
-        let mut sum = vec![0.0f32; p_count];
+        let mut sum = Gradient::zeros(&self.moments, &self.model)?;
         let (mut loss_sum, mut nonfinite) = (0.0f64, 0usize);
         for slice in batch.indices().chunks(physical) {
             let clipped = gradient(&self.model, slice, applied)?;
-            if clipped.sum.len() != p_count {
-                return Err(Error::UnprotectedParameter(format!(
-                    "the model's clipped sum covers {} of its {p_count} parameters",
-                    clipped.sum.len()
-                )));
-            }
-            sum.iter_mut().zip(&clipped.sum).for_each(|(g, s)| *g += s);
+            let part = sum.like(clipped.sum)?;
+            sum.accumulate(part)?;
             nonfinite += clipped
                 .squared_norms
                 .iter()
@@ -250,7 +174,7 @@ impl<M: PrivateModel> PrivacyEngine<M> {
             loss_sum += clipped.losses.iter().map(|&l| f64::from(l)).sum::<f64>();
         }
         Ok(ClippedSum {
-            sum: Gradient::Host(sum),
+            sum,
             rule,
             charge: batch.charge(),
             batch_size: batch.len(),

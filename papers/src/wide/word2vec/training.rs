@@ -132,7 +132,7 @@ impl PrivateModel for SharedEmbedding {
             self.accumulate(&mut sum, g, 1.0, &[])
         })?;
         Ok(ClippedGradient {
-            sum,
+            sum: sum.into(),
             squared_norms,
             losses,
         })
@@ -176,7 +176,7 @@ impl SparsePrivateModel for SharedEmbedding {
             self.accumulate(&mut sum, g, rule.factor(restricted, 1), support);
         })?;
         Ok(ClippedGradient {
-            sum,
+            sum: sum.into(),
             squared_norms,
             losses,
         })
