@@ -47,7 +47,10 @@ pub fn claim_box(root: &Path, paper: &str) -> Result<String> {
     let mut all = Vec::new();
     let mut findings = Vec::new();
     let mut reported = 0;
-    for table in load_paper(paper)?.0 {
+    let tables = load_paper(paper)?.0;
+    // Several tables may check the same statement (on other data): name the table then.
+    let several = tables.len() > 1;
+    for table in tables {
         let path = root.join(paper).join(format!("{}.json", table.heading.id));
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue;
@@ -55,7 +58,14 @@ pub fn claim_box(root: &Path, paper: &str) -> Result<String> {
         let report: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         reported += 1;
-        all.extend(claims(&report));
+        let id = &table.heading.id;
+        all.extend(claims(&report).into_iter().map(|(statement, held)| {
+            let quoted = match several {
+                true => format!("\"{statement}\" ({id})"),
+                false => format!("\"{statement}\""),
+            };
+            (quoted, held)
+        }));
         let first = report["findings"].as_array().into_iter().flatten();
         findings.extend(first.filter_map(|f| f.as_str()).take(2).map(first_sentence));
     }
@@ -80,7 +90,7 @@ pub fn claim_box(root: &Path, paper: &str) -> Result<String> {
         let picked: Vec<String> = all
             .iter()
             .filter(|(_, held)| *held == want)
-            .map(|(s, _)| format!("\"{s}\""))
+            .map(|(s, _)| s.clone())
             .collect();
         match picked.is_empty() {
             true => format!("> - {name}: none."),
