@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::args::{Profile, ReproduceArgs};
-use crate::config::{Algorithm, RunConfig, TrainingTable};
+use crate::config::{RunConfig, TrainingTable};
 use crate::table::{load_paper, Experiment};
 use crate::training::run_key;
 
@@ -36,15 +36,14 @@ struct Unit {
     estimate: u64,
 }
 
-/// The relative cost of a training run: epochs, times three for SA-DPSGD (its iteration
-/// cap counts rejected steps too).
+/// The relative cost of a training run: epochs, times its algorithm's iterations per
+/// update (SA-DPSGD's iteration cap counts rejected steps too).
 fn training_estimate(table: &TrainingTable, run: &RunConfig, profile: Profile) -> u64 {
     let epochs = match profile {
         Profile::Smoke => table.smoke.epochs,
         Profile::Full => run.epochs,
     };
-    let annealed = run.algorithm.unwrap_or(table.algorithm) == Algorithm::SaDpsgd;
-    u64::from(epochs) * if annealed { 3 } else { 1 }
+    u64::from(epochs) * crate::algorithms::cost_factor(run.algorithm.unwrap_or(table.algorithm))
 }
 
 /// Every unit of the selected papers and tables, deduplicated by run key, longest first.

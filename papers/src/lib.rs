@@ -5,14 +5,17 @@
 //!
 //! One directory per paper holds everything that is only about that paper: its table
 //! configs and published values (`*.json`), and its code — [`gdp`] (the NCF
-//! recommender), `sa_dpsgd` (configs only: its algorithm is
-//! [`dp_optim::annealing::SaDpsgd`]), `dpd` (the accounting and stand-in tables) and
+//! recommender), `sa_dpsgd` (dp-optim's `SaDpsgd` with the table hooks of its accepted-step
+//! budget), `dpd` (the accounting and stand-in tables) and
 //! [`wide`] (word2vec on the Brown corpus, canaries, the table driver). The shared
 //! harness — configs, the training-run driver (`training`), runs × seeds → table
-//! (`training_table`), reports, plots, the summary page — is the rest of `src/`.
+//! (`training_table`), reports, plots, the summary page — is the rest of `src/`; it runs a
+//! paper's algorithm through the hooks of `training::TableAlgorithm`, and `algorithms`
+//! lists which paper provides which.
 //! docs/reproduction/README.md says why this is a crate and what a new paper touches.
 
 mod accounting;
+mod algorithms;
 mod args;
 mod atomic_file;
 mod claim_box;
@@ -32,6 +35,7 @@ mod provenance;
 mod report;
 mod run;
 mod run_cache;
+mod sa_dpsgd;
 mod shows;
 mod summary;
 mod table;

@@ -12,7 +12,6 @@ use dp_models::data::{self, AdultSplit, Dataset, ImdbOptions, MovieLensShape};
 use dp_models::models::{
     adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mlp, mnist_cnn, Activation,
 };
-use dp_optim::annealing::AnnealingState;
 use dp_optim::dpd::{DpdCalibration, DropoutRates, StepSizeSchedule};
 use dp_optim::{Checkpoint, Sampler};
 use serde::{Deserialize, Serialize};
@@ -26,8 +25,11 @@ use super::config::{
 mod epochs;
 mod execute;
 mod plan;
+mod table_algorithm;
 #[cfg(test)]
 mod whole_ledger_test;
+
+pub use table_algorithm::{AlgorithmReadings, EpochContext, ExtraColumn, TableAlgorithm};
 
 /// Train and test data of a table.
 pub struct LoadedData {
@@ -149,8 +151,9 @@ struct Partial {
     records: Vec<EpochRecord>,
     checkpoint: Checkpoint,
     wall_s: f64,
+    /// The algorithm's own state ([`TableAlgorithm::state`]; SA-DPSGD's counters).
     #[serde(default)]
-    annealing: Option<AnnealingState>,
+    annealing: Option<serde_json::Value>,
 }
 
 /// The hash that identifies a run: every setting that reaches training, resolved (the

@@ -1,6 +1,6 @@
 //! A table run's epochs through dp-optim's `Trainer`: the algorithm the run names, and the
-//! observer that records each epoch (metric, ε readings, SA-DPSGD's paper ε), writes the
-//! resumable partial file, and applies the run's stop rules.
+//! observer that records each epoch (metric, ε readings, the algorithm's own readings),
+//! writes the resumable partial file, and applies the run's stop rules.
 
 use std::path::Path;
 use std::time::Instant;
@@ -11,7 +11,6 @@ use dp_accounting::GdpConfig;
 use dp_accounting::{Accountant, AccountantKind, Ledger, NeighbouringRelation};
 use dp_models::data::Dataset;
 use dp_models::Classifier;
-use dp_optim::annealing::{annealed_accounting, SaDpsgd};
 use dp_optim::dpd::PredictiveAverage;
 use dp_optim::gdp::{authors_orders, MuStopRule, NoisyTraining};
 use dp_optim::{
@@ -21,50 +20,33 @@ use dp_optim::{
 use indicatif::ProgressBar;
 
 use super::super::config::{Metric, TrainingTable};
+use super::table_algorithm::{EpochContext, TableAlgorithm};
 use super::{EpochRecord, Partial};
 use crate::atomic_file::write_atomically;
 
-/// The algorithm of a run: SA-DPSGD (whose accepted-step budget the observer reads), or
-/// any other.
-pub enum RunAlgorithm<'a, M: Classifier> {
-    /// SA-DPSGD.
-    Annealed(SaDpsgd<'a>),
-    /// DP-SGD, DPD or the dropout baseline.
-    Plain(Box<dyn Algorithm<M>>),
-}
+/// The algorithm of a run, with the hooks the observer and the stop rules read.
+pub struct RunAlgorithm<M: Classifier>(pub Box<dyn TableAlgorithm<M>>);
 
-impl<M: Classifier> RunAlgorithm<'_, M> {
-    /// SA-DPSGD's settings and counters, if that is the algorithm.
-    pub fn annealing(&self) -> Option<&SaDpsgd<'_>> {
-        match self {
-            RunAlgorithm::Annealed(sa) => Some(sa),
-            RunAlgorithm::Plain(_) => None,
-        }
-    }
-}
-
-impl<M: Classifier> Algorithm<M> for RunAlgorithm<'_, M> {
+impl<M: Classifier> Algorithm<M> for RunAlgorithm<M> {
     fn step(
         &mut self,
         engine: &mut PrivacyEngine<M>,
         data: &Dataset,
     ) -> dp_optim::Result<StepReport> {
-        match self {
-            RunAlgorithm::Annealed(sa) => sa.step(engine, data),
-            RunAlgorithm::Plain(algorithm) => algorithm.step(engine, data),
-        }
+        self.0.step(engine, data)
     }
 }
 
-/// When a run ends: its epochs, a step budget (from the table's target ε), and for
-/// SA-DPSGD the accepted-step budget with the iteration cap.
+/// When a run ends: its epochs, a step budget (from the table's target ε), and the
+/// algorithm's iteration cap (for an algorithm that counts its own updates, such as
+/// SA-DPSGD's accepted steps).
 #[derive(Clone, Copy, Debug)]
 pub struct StopRules {
     /// Epochs in the run.
     pub epochs: u32,
-    /// Steps allowed (accepted steps for SA-DPSGD).
+    /// Updates allowed.
     pub budget: u64,
-    /// SA-DPSGD's iteration cap (the budget for the others).
+    /// Iterations allowed ([`TableAlgorithm::max_iterations`] of the budget).
     pub max_iterations: u64,
     /// The GDP paper's μ_CLT stop.
     pub mu: Option<MuStopRule>,
@@ -75,11 +57,11 @@ impl StopRules {
     pub fn finished<M: Classifier>(
         &self,
         engine: &PrivacyEngine<M>,
-        algorithm: &RunAlgorithm<'_, M>,
+        algorithm: &RunAlgorithm<M>,
         epoch: u32,
     ) -> bool {
-        match algorithm.annealing() {
-            Some(sa) => sa.state.accepted >= self.budget || engine.steps() >= self.max_iterations,
+        match algorithm.0.finished(self.budget) {
+            Some(done) => done || engine.steps() >= self.max_iterations,
             None => epoch >= self.epochs || engine.steps() >= self.budget,
         }
     }
@@ -119,22 +101,23 @@ pub struct EpochObserver<'a> {
     pub failure: Option<anyhow::Error>,
 }
 
-impl<M: Classifier> Observer<M, RunAlgorithm<'_, M>> for EpochObserver<'_> {
+impl<M: Classifier> Observer<M, RunAlgorithm<M>> for EpochObserver<'_> {
     fn step_done(
         &mut self,
         engine: &PrivacyEngine<M>,
-        algorithm: &RunAlgorithm<'_, M>,
+        algorithm: &RunAlgorithm<M>,
         _: &StepReport,
     ) -> dp_optim::Result<Control> {
-        if let (Some(k), None) = (self.table.predictive_iterates, algorithm.annealing()) {
-            if engine.steps() + k as u64 > self.stop.budget {
+        if let Some(k) = self.table.predictive_iterates {
+            if algorithm.0.iterations_are_updates() && engine.steps() + k as u64 > self.stop.budget
+            {
                 self.predictive.add(engine.model(), self.test)?;
             }
         }
         self.bar.inc(1);
-        // SA-DPSGD's budget counts accepted steps, which only it knows.
-        match algorithm.annealing() {
-            Some(sa) if sa.state.accepted >= self.stop.budget => Ok(Control::Stop),
+        // An algorithm that counts its own updates (SA-DPSGD's accepted steps) ends here.
+        match algorithm.0.finished(self.stop.budget) {
+            Some(true) => Ok(Control::Stop),
             _ => Ok(Control::Continue),
         }
     }
@@ -142,7 +125,7 @@ impl<M: Classifier> Observer<M, RunAlgorithm<'_, M>> for EpochObserver<'_> {
     fn epoch_done(
         &mut self,
         engine: &PrivacyEngine<M>,
-        algorithm: &RunAlgorithm<'_, M>,
+        algorithm: &RunAlgorithm<M>,
         epoch: &EpochSummary,
     ) -> dp_optim::Result<Control> {
         match self.record(engine, algorithm, epoch) {
@@ -161,7 +144,7 @@ impl EpochObserver<'_> {
     fn record<M: Classifier>(
         &mut self,
         engine: &PrivacyEngine<M>,
-        algorithm: &RunAlgorithm<'_, M>,
+        algorithm: &RunAlgorithm<M>,
         summary: &EpochSummary,
     ) -> Result<bool> {
         let epoch = self.records.len() as u32 + 1;
@@ -171,21 +154,11 @@ impl EpochObserver<'_> {
         };
         let steps = engine.steps();
         let (eps_ma, mu_clt, eps_clt, eps_pld) = self.readings(engine)?;
-        let (eps_paper, accepted) = match algorithm.annealing() {
-            Some(sa) => {
-                let t = &self.training;
-                let a = annealed_accounting(
-                    &self.sampler,
-                    self.n,
-                    t.noise_multiplier,
-                    t.delta,
-                    &sa.config,
-                    &sa.state,
-                )?;
-                (Some(a.paper_epsilon), Some(sa.state.accepted))
-            }
-            None => (None, None),
-        };
+        let extra = algorithm.0.readings(&EpochContext {
+            sampler: &self.sampler,
+            n: self.n,
+            training: &self.training,
+        })?;
         let wall_s = self.previous_wall + self.started.elapsed().as_secs_f64();
         self.records.push(EpochRecord {
             epoch,
@@ -196,8 +169,8 @@ impl EpochObserver<'_> {
             mu_clt,
             eps_clt,
             eps_pld,
-            eps_paper,
-            accepted,
+            eps_paper: extra.eps_paper,
+            accepted: extra.accepted,
             wall_s,
         });
         self.stopped_by_mu = self
@@ -208,7 +181,7 @@ impl EpochObserver<'_> {
             records: self.records.clone(),
             checkpoint: engine.checkpoint()?,
             wall_s,
-            annealing: algorithm.annealing().map(|sa| sa.state.clone()),
+            annealing: algorithm.0.state()?,
         };
         write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
         Ok(self.stopped_by_mu || self.stop.finished(engine, algorithm, epoch))

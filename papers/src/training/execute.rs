@@ -10,7 +10,6 @@ use dp_accounting::calibrate_steps;
 use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::Classifier;
-use dp_optim::annealing::SaDpsgd;
 use dp_optim::dpd::{implied_dropout_rates, GaussianDropout, PredictiveAverage};
 use dp_optim::gdp::MuStopRule;
 use dp_optim::{DpSgd, LearningRateSchedule, PrivacyConfig, PrivacyEngine, Sampler, Trainer};
@@ -19,11 +18,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::super::config::Algorithm;
 use super::epochs::{EpochObserver, RunAlgorithm, StopRules};
 use super::plan::Plan;
+use super::table_algorithm::Plain;
 use super::{DpdOutcome, EpochRecord, Partial, Run, RunResult};
 
 impl Run<'_> {
     /// Trains `model` for this run (resuming its partial file) and returns its result.
-    pub(super) fn execute<M: Classifier>(
+    pub(super) fn execute<M: Classifier + 'static>(
         &self,
         model: M,
         noise: NoiseSource,
@@ -41,10 +41,9 @@ impl Run<'_> {
         if let Some(size) = physical_batch {
             engine.set_physical_batch_size(size)?;
         }
-        let annealed = private && self.algorithm() == Algorithm::SaDpsgd;
-        let mut algorithm = self.algorithm_of(&plan, annealed);
+        let mut algorithm = self.algorithm_of(&plan);
         let (records, previous_wall) = self.resume(&mut engine, &mut algorithm)?;
-        let stop = self.stop_rules(privacy.as_ref(), sampler, n, steps_per_epoch, annealed)?;
+        let stop = self.stop_rules(privacy.as_ref(), sampler, n, steps_per_epoch, &algorithm)?;
         let done_before = stop.finished(&engine, &algorithm, records.len() as u32);
         let mut observer = EpochObserver {
             table: self.table,
@@ -86,27 +85,28 @@ impl Run<'_> {
         self.result(&plan, &engine, observer, test, &layers)
     }
 
-    /// The algorithm the run names: SA-DPSGD, DPD, the dropout baseline, or DP-SGD.
-    fn algorithm_of<M: Classifier>(&self, plan: &Plan, annealed: bool) -> RunAlgorithm<'static, M> {
+    /// The algorithm the run names: one a paper provides (`crate::algorithms`), DPD, the
+    /// dropout baseline, or DP-SGD.
+    fn algorithm_of<M: Classifier + 'static>(&self, plan: &Plan) -> RunAlgorithm<M> {
         let private = plan.config.privacy.is_some();
-        match (&plan.dpd, self.run.gaussian_dropout) {
-            _ if annealed => {
-                RunAlgorithm::Annealed(SaDpsgd::new(self.run.annealing.unwrap_or_default(), None))
-            }
-            (Some(dpd), _) if private => RunAlgorithm::Plain(Box::new(*dpd)),
+        let paper = || crate::algorithms::paper_algorithm(self.algorithm(), self.run);
+        RunAlgorithm(match (&plan.dpd, self.run.gaussian_dropout) {
+            _ if private && paper().is_some() => paper().expect("checked"),
+            (Some(dpd), _) if private => Box::new(Plain(Box::new(*dpd))),
             (_, Some(alpha)) if self.algorithm() == Algorithm::GaussianDropout => {
-                RunAlgorithm::Plain(Box::new(GaussianDropout { alpha }))
+                Box::new(Plain(Box::new(GaussianDropout { alpha })))
             }
-            _ => RunAlgorithm::Plain(Box::new(DpSgd)),
-        }
+            _ => Box::new(Plain(Box::new(DpSgd))),
+        })
     }
 
-    /// Restores the engine (and SA-DPSGD's counters) from the partial file, if there is
-    /// one: the epochs recorded so far and their wall seconds.
+    /// Restores the engine (and the algorithm's own state, such as SA-DPSGD's counters)
+    /// from the partial file, if there is one: the epochs recorded so far and their wall
+    /// seconds.
     fn resume<M: Classifier>(
         &self,
         engine: &mut PrivacyEngine<M>,
-        algorithm: &mut RunAlgorithm<'_, M>,
+        algorithm: &mut RunAlgorithm<M>,
     ) -> Result<(Vec<EpochRecord>, f64)> {
         let Ok(text) = std::fs::read_to_string(self.partial) else {
             return Ok((Vec::new(), 0.0));
@@ -115,21 +115,20 @@ impl Run<'_> {
             return Ok((Vec::new(), 0.0));
         };
         engine.restore(&p.checkpoint)?;
-        if let RunAlgorithm::Annealed(sa) = algorithm {
-            sa.state = p.annealing.unwrap_or_default();
-        }
+        algorithm.0.restore(p.annealing)?;
         Ok((p.records, p.wall_s))
     }
 
-    /// The run's stop rules. SA-DPSGD's budget counts accepted steps; rejected iterations
-    /// are capped at twice the budget so a run that never accepts still ends.
-    fn stop_rules(
+    /// The run's stop rules: the step budget (the epochs, or fewer when the table's target
+    /// ε is reached first), and the algorithm's iteration cap (SA-DPSGD's budget counts
+    /// accepted steps; its iterations are capped so that a run that never accepts ends).
+    fn stop_rules<M: Classifier>(
         &self,
         privacy: Option<&PrivacyConfig>,
         sampler: Sampler,
         n: usize,
         steps_per_epoch: u64,
-        annealed: bool,
+        algorithm: &RunAlgorithm<M>,
     ) -> Result<StopRules> {
         let mut budget = steps_per_epoch * u64::from(self.epochs);
         if let (Some(target), Some(p)) = (self.table.target_epsilon, privacy) {
@@ -141,7 +140,7 @@ impl Run<'_> {
         Ok(StopRules {
             epochs: self.epochs,
             budget,
-            max_iterations: if annealed { 3 * budget } else { budget },
+            max_iterations: algorithm.0.max_iterations(budget),
             mu: self
                 .table
                 .stop_max_mu

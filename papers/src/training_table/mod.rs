@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::config::{self, Published, TableHeading, TrainingTable};
+use super::config::{Published, TableHeading, TrainingTable};
 use super::report::{RunHeader, TableReport};
 use super::training::{load_data, RunResult};
 use crate::args::ReproduceArgs;
@@ -43,11 +43,9 @@ pub fn training_report(
     started: Instant,
 ) -> Result<TableReport> {
     let t = cx.training;
-    let annealed = t
-        .runs
-        .iter()
-        .any(|r| r.algorithm.unwrap_or(t.algorithm) == config::Algorithm::SaDpsgd);
-    let columns = rows::columns(t, annealed);
+    let extra =
+        crate::algorithms::extra_columns(t.runs.iter().map(|r| r.algorithm.unwrap_or(t.algorithm)));
+    let columns = rows::columns(t, &extra);
     let data = match load_data(t.dataset)? {
         Ok(d) => d,
         Err(why) => {
@@ -60,7 +58,7 @@ pub fn training_report(
         }
     };
     let by_label = runs::train_or_load(cx, &data)?;
-    let (rows, comparisons, mut details) = rows::run_rows(cx, &by_label, annealed, columns.len());
+    let (rows, comparisons, mut details) = rows::run_rows(cx, &by_label, &extra, columns.len());
     let plots = plots::plots(cx, &by_label)?;
     let findings = findings::findings(cx, &by_label, &mut details)?;
     let all_runs: Vec<&RunResult> = by_label.values().flatten().collect();

@@ -8,7 +8,7 @@ use crate::args::Profile;
 use crate::config::{RunConfig, TrainingTable};
 use crate::report::compare;
 use crate::report::{fmt, mean_sd, Comparison, RunHeader, Status, TableReport};
-use crate::training::{DpdOutcome, EpochRecord, RunResult};
+use crate::training::{DpdOutcome, EpochRecord, ExtraColumn, RunResult};
 
 /// A detailed table: heading, columns, rows.
 pub type Detail = (String, Vec<String>, Vec<Vec<String>>);
@@ -32,8 +32,9 @@ pub fn mean_text(values: &[f64], digits: usize) -> String {
     }
 }
 
-/// The main table's columns (DPD and SA-DPSGD tables have more).
-pub fn columns(t: &TrainingTable, annealed: bool) -> Vec<String> {
+/// The main table's columns (DPD tables have more, and `extra`: those of the table's
+/// algorithms).
+pub fn columns(t: &TrainingTable, extra: &[ExtraColumn]) -> Vec<String> {
     let mut columns: Vec<String> = [
         "run",
         "σ",
@@ -62,10 +63,7 @@ pub fn columns(t: &TrainingTable, annealed: bool) -> Vec<String> {
             columns.push(c.into());
         }
     }
-    if annealed {
-        columns.push("ε paper (accepted steps only)".into());
-        columns.push("accepted τ/t".into());
-    }
+    columns.extend(extra.iter().map(|c| c.heading.to_string()));
     columns
 }
 
@@ -117,7 +115,7 @@ pub fn not_present_report(
 pub fn run_rows(
     cx: &TableContext<'_>,
     by_label: &ByRun,
-    annealed: bool,
+    extra: &[ExtraColumn],
     width: usize,
 ) -> (Vec<Vec<String>>, Vec<Comparison>, Vec<Detail>) {
     let (mut rows, mut comparisons, mut details) = (vec![], vec![], vec![]);
@@ -133,21 +131,20 @@ pub fn run_rows(
         if cx.training.dpd.is_some() {
             row.extend(dpd_cells(run, results));
         }
-        if annealed {
-            let eps_paper = finals(results, &|e| e.eps_paper);
-            let rate = finals(results, &|e| {
-                e.accepted.map(|a| a as f64 / e.steps.max(1) as f64)
-            });
-            row.push(mean_text(&eps_paper, 3));
-            row.push(mean_text(&rate, 3));
-            if !eps_paper.is_empty() && cx.args.profile == Profile::Full {
-                comparisons.extend(compare(
-                    cx.published,
-                    &cx.table.id,
-                    &run.label,
-                    "eps_paper",
-                    &eps_paper,
-                ));
+        for column in extra {
+            let values = finals(results, &column.reading);
+            row.push(mean_text(&values, column.digits));
+            match column.published {
+                Some(key) if !values.is_empty() && cx.args.profile == Profile::Full => {
+                    comparisons.extend(compare(
+                        cx.published,
+                        &cx.table.id,
+                        &run.label,
+                        key,
+                        &values,
+                    ));
+                }
+                _ => {}
             }
         }
         rows.push(row);
