@@ -15,7 +15,7 @@ pub fn paper_algorithm<M: Classifier>(
     run: &crate::config::RunConfig,
 ) -> Option<Box<dyn TableAlgorithm<M>>> {
     match algorithm {
-        Algorithm::SaDpsgd => Some(Box::new(sa_dpsgd::Annealed::new(run.annealing))),
+        Algorithm::SaDpsgd => Some(Box::new(sa_dpsgd::annealed(run.annealing))),
         _ => None,
     }
 }

@@ -52,7 +52,7 @@ impl EpochSummary {
 
 /// Watches a run: after every step and after every epoch (once its checkpoint is
 /// written). Both may stop the run. The default methods do nothing.
-pub trait Observer<M: PrivateModel, A> {
+pub trait Observer<M: PrivateModel, A: ?Sized> {
     /// After each step.
     fn step_done(
         &mut self,
@@ -104,7 +104,8 @@ pub struct Trainer<'a> {
 
 impl Trainer<'_> {
     /// Trains `engine` with `algorithm` on `train` until `total_steps`, the budget, or
-    /// the observer stops it.
+    /// the observer stops it. The algorithm may be a trait object (`&mut dyn T` of a
+    /// trait `T: Algorithm<M>` whose hooks the observer reads).
     pub fn fit<M, A, O>(
         &self,
         engine: &mut PrivacyEngine<M>,
@@ -114,7 +115,7 @@ impl Trainer<'_> {
     ) -> Result<FitOutcome>
     where
         M: PrivateModel,
-        A: Algorithm<M>,
+        A: Algorithm<M> + ?Sized,
         O: Observer<M, A>,
     {
         validate::at_least_one("steps_per_epoch", self.steps_per_epoch as usize)?;
@@ -152,7 +153,7 @@ impl Trainer<'_> {
     ) -> Result<EpochSummary>
     where
         M: PrivateModel,
-        A: Algorithm<M>,
+        A: Algorithm<M> + ?Sized,
         O: Observer<M, A>,
     {
         let start = engine.steps();

@@ -3,10 +3,8 @@
 //! ε of accepted steps as a reading, and its counters kept in the partial file.
 
 use anyhow::Result;
-use dp_models::data::Dataset;
 use dp_models::Classifier;
 use dp_optim::annealing::{annealed_accounting, AnnealingConfig, SaDpsgd};
-use dp_optim::{Algorithm, PrivacyEngine, StepReport};
 
 use crate::training::{AlgorithmReadings, EpochContext, EpochRecord, ExtraColumn, TableAlgorithm};
 
@@ -36,34 +34,21 @@ fn acceptance_rate(e: &EpochRecord) -> Option<f64> {
     e.accepted.map(|a| a as f64 / e.steps.max(1) as f64)
 }
 
-/// SA-DPSGD as a table algorithm.
-pub struct Annealed(pub SaDpsgd<'static>);
-
-impl Annealed {
-    /// With the run's acceptance settings (the defaults where it names none).
-    pub fn new(config: Option<AnnealingConfig>) -> Self {
-        Annealed(SaDpsgd::new(config.unwrap_or_default(), None))
-    }
+/// dp-optim's SA-DPSGD with the run's acceptance settings (the defaults where it names
+/// none).
+pub fn annealed(config: Option<AnnealingConfig>) -> SaDpsgd<'static> {
+    SaDpsgd::new(config.unwrap_or_default(), None)
 }
 
-impl<M: Classifier> Algorithm<M> for Annealed {
-    fn step(
-        &mut self,
-        engine: &mut PrivacyEngine<M>,
-        data: &Dataset,
-    ) -> dp_optim::Result<StepReport> {
-        self.0.step(engine, data)
-    }
-}
-
-impl<M: Classifier> TableAlgorithm<M> for Annealed {
+/// SA-DPSGD in a table: the budget counts accepted steps.
+impl<M: Classifier> TableAlgorithm<M> for SaDpsgd<'static> {
     fn max_iterations(&self, budget: u64) -> u64 {
         ITERATIONS_PER_UPDATE * budget
     }
 
     /// The paper's budget counts accepted steps.
     fn finished(&self, budget: u64) -> Option<bool> {
-        Some(self.0.state.accepted >= budget)
+        Some(self.state.accepted >= budget)
     }
 
     fn iterations_are_updates(&self) -> bool {
@@ -72,27 +57,26 @@ impl<M: Classifier> TableAlgorithm<M> for Annealed {
 
     fn readings(&self, cx: &EpochContext<'_>) -> Result<AlgorithmReadings> {
         let t = cx.training;
-        let sa = &self.0;
         let a = annealed_accounting(
             cx.sampler,
             cx.n,
             t.noise_multiplier,
             t.delta,
-            &sa.config,
-            &sa.state,
+            &self.config,
+            &self.state,
         )?;
         Ok(AlgorithmReadings {
             eps_paper: Some(a.paper_epsilon),
-            accepted: Some(sa.state.accepted),
+            accepted: Some(self.state.accepted),
         })
     }
 
     fn state(&self) -> Result<Option<serde_json::Value>> {
-        Ok(Some(serde_json::to_value(&self.0.state)?))
+        Ok(Some(serde_json::to_value(&self.state)?))
     }
 
     fn restore(&mut self, state: Option<serde_json::Value>) -> Result<()> {
-        self.0.state = match state {
+        self.state = match state {
             Some(value) => serde_json::from_value(value)?,
             None => Default::default(),
         };
@@ -113,18 +97,18 @@ mod tests {
     /// keeps), and a partial file without them starts afresh.
     #[test]
     fn the_counters_round_trip_through_the_partial_state() -> Result<()> {
-        let mut sa = Annealed::new(None);
-        sa.0.state.iterations = 17;
-        sa.0.state.accepted = 11;
-        sa.0.state.rejections = 2;
-        sa.0.state.accepted_energy = Some(0.25);
+        let mut sa = annealed(None);
+        sa.state.iterations = 17;
+        sa.state.accepted = 11;
+        sa.state.rejections = 2;
+        sa.state.accepted_energy = Some(0.25);
         let saved = TableAlgorithm::<Model>::state(&sa)?;
         let text = serde_json::to_string(&saved)?;
-        let mut resumed = Annealed::new(None);
+        let mut resumed = annealed(None);
         TableAlgorithm::<Model>::restore(&mut resumed, serde_json::from_str(&text)?)?;
-        assert_eq!(resumed.0.state, sa.0.state);
+        assert_eq!(resumed.state, sa.state);
         TableAlgorithm::<Model>::restore(&mut resumed, None)?;
-        assert_eq!(resumed.0.state, Default::default());
+        assert_eq!(resumed.state, Default::default());
         // The budget counts accepted steps; the cap is three iterations per update.
         assert_eq!(TableAlgorithm::<Model>::finished(&sa, 11), Some(true));
         assert_eq!(TableAlgorithm::<Model>::finished(&sa, 12), Some(false));

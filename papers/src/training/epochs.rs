@@ -14,8 +14,8 @@ use dp_models::Classifier;
 use dp_optim::dpd::PredictiveAverage;
 use dp_optim::gdp::{authors_orders, MuStopRule, NoisyTraining};
 use dp_optim::{
-    accuracy, expected_class_rmse, Algorithm, Control, EpochSummary, Observer, PrivacyEngine,
-    Sampler, StepReport,
+    accuracy, expected_class_rmse, Control, EpochSummary, Observer, PrivacyEngine, Sampler,
+    StepReport,
 };
 use indicatif::ProgressBar;
 
@@ -23,19 +23,6 @@ use super::super::config::{Metric, TrainingTable};
 use super::table_algorithm::{EpochContext, TableAlgorithm};
 use super::{EpochRecord, Partial};
 use crate::atomic_file::write_atomically;
-
-/// The algorithm of a run, with the hooks the observer and the stop rules read.
-pub struct RunAlgorithm<M: Classifier>(pub Box<dyn TableAlgorithm<M>>);
-
-impl<M: Classifier> Algorithm<M> for RunAlgorithm<M> {
-    fn step(
-        &mut self,
-        engine: &mut PrivacyEngine<M>,
-        data: &Dataset,
-    ) -> dp_optim::Result<StepReport> {
-        self.0.step(engine, data)
-    }
-}
 
 /// When a run ends: its epochs, a step budget (from the table's target ε), and the
 /// algorithm's iteration cap (for an algorithm that counts its own updates, such as
@@ -57,10 +44,10 @@ impl StopRules {
     pub fn finished<M: Classifier>(
         &self,
         engine: &PrivacyEngine<M>,
-        algorithm: &RunAlgorithm<M>,
+        algorithm: &dyn TableAlgorithm<M>,
         epoch: u32,
     ) -> bool {
-        match algorithm.0.finished(self.budget) {
+        match algorithm.finished(self.budget) {
             Some(done) => done || engine.steps() >= self.max_iterations,
             None => epoch >= self.epochs || engine.steps() >= self.budget,
         }
@@ -101,22 +88,21 @@ pub struct EpochObserver<'a> {
     pub failure: Option<anyhow::Error>,
 }
 
-impl<M: Classifier> Observer<M, RunAlgorithm<M>> for EpochObserver<'_> {
+impl<M: Classifier> Observer<M, dyn TableAlgorithm<M>> for EpochObserver<'_> {
     fn step_done(
         &mut self,
         engine: &PrivacyEngine<M>,
-        algorithm: &RunAlgorithm<M>,
+        algorithm: &dyn TableAlgorithm<M>,
         _: &StepReport,
     ) -> dp_optim::Result<Control> {
         if let Some(k) = self.table.predictive_iterates {
-            if algorithm.0.iterations_are_updates() && engine.steps() + k as u64 > self.stop.budget
-            {
+            if algorithm.iterations_are_updates() && engine.steps() + k as u64 > self.stop.budget {
                 self.predictive.add(engine.model(), self.test)?;
             }
         }
         self.bar.inc(1);
         // An algorithm that counts its own updates (SA-DPSGD's accepted steps) ends here.
-        match algorithm.0.finished(self.stop.budget) {
+        match algorithm.finished(self.stop.budget) {
             Some(true) => Ok(Control::Stop),
             _ => Ok(Control::Continue),
         }
@@ -125,7 +111,7 @@ impl<M: Classifier> Observer<M, RunAlgorithm<M>> for EpochObserver<'_> {
     fn epoch_done(
         &mut self,
         engine: &PrivacyEngine<M>,
-        algorithm: &RunAlgorithm<M>,
+        algorithm: &dyn TableAlgorithm<M>,
         epoch: &EpochSummary,
     ) -> dp_optim::Result<Control> {
         match self.record(engine, algorithm, epoch) {
@@ -144,7 +130,7 @@ impl EpochObserver<'_> {
     fn record<M: Classifier>(
         &mut self,
         engine: &PrivacyEngine<M>,
-        algorithm: &RunAlgorithm<M>,
+        algorithm: &dyn TableAlgorithm<M>,
         summary: &EpochSummary,
     ) -> Result<bool> {
         let epoch = self.records.len() as u32 + 1;
@@ -154,7 +140,7 @@ impl EpochObserver<'_> {
         };
         let steps = engine.steps();
         let (eps_ma, mu_clt, eps_clt, eps_pld) = self.readings(engine)?;
-        let extra = algorithm.0.readings(&EpochContext {
+        let extra = algorithm.readings(&EpochContext {
             sampler: &self.sampler,
             n: self.n,
             training: &self.training,
@@ -181,7 +167,7 @@ impl EpochObserver<'_> {
             records: self.records.clone(),
             checkpoint: engine.checkpoint()?,
             wall_s,
-            annealing: algorithm.0.state()?,
+            annealing: algorithm.state()?,
         };
         write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
         Ok(self.stopped_by_mu || self.stop.finished(engine, algorithm, epoch))

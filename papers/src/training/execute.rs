@@ -16,14 +16,14 @@ use dp_optim::{DpSgd, LearningRateSchedule, PrivacyConfig, PrivacyEngine, Sample
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::super::config::Algorithm;
-use super::epochs::{EpochObserver, RunAlgorithm, StopRules};
+use super::epochs::{EpochObserver, StopRules};
 use super::plan::Plan;
-use super::table_algorithm::Plain;
+use super::table_algorithm::TableAlgorithm;
 use super::{DpdOutcome, EpochRecord, Partial, Run, RunResult};
 
 impl Run<'_> {
     /// Trains `model` for this run (resuming its partial file) and returns its result.
-    pub(super) fn execute<M: Classifier + 'static>(
+    pub(super) fn execute<M: Classifier>(
         &self,
         model: M,
         noise: NoiseSource,
@@ -42,9 +42,9 @@ impl Run<'_> {
             engine.set_physical_batch_size(size)?;
         }
         let mut algorithm = self.algorithm_of(&plan);
-        let (records, previous_wall) = self.resume(&mut engine, &mut algorithm)?;
-        let stop = self.stop_rules(privacy.as_ref(), sampler, n, steps_per_epoch, &algorithm)?;
-        let done_before = stop.finished(&engine, &algorithm, records.len() as u32);
+        let (records, previous_wall) = self.resume(&mut engine, algorithm.as_mut())?;
+        let stop = self.stop_rules(privacy.as_ref(), sampler, n, steps_per_epoch, &*algorithm)?;
+        let done_before = stop.finished(&engine, &*algorithm, records.len() as u32);
         let mut observer = EpochObserver {
             table: self.table,
             test,
@@ -76,7 +76,7 @@ impl Run<'_> {
                     .filter(|_| plan.dpd.is_none())
                     .map(|s| s as &dyn LearningRateSchedule),
             };
-            trainer.fit(&mut engine, &mut algorithm, train, &mut observer)?;
+            trainer.fit(&mut engine, algorithm.as_mut(), train, &mut observer)?;
         }
         if let Some(failure) = observer.failure.take() {
             return Err(failure);
@@ -87,17 +87,17 @@ impl Run<'_> {
 
     /// The algorithm the run names: one a paper provides (`crate::algorithms`), DPD, the
     /// dropout baseline, or DP-SGD.
-    fn algorithm_of<M: Classifier + 'static>(&self, plan: &Plan) -> RunAlgorithm<M> {
+    fn algorithm_of<M: Classifier>(&self, plan: &Plan) -> Box<dyn TableAlgorithm<M>> {
         let private = plan.config.privacy.is_some();
         let paper = || crate::algorithms::paper_algorithm(self.algorithm(), self.run);
-        RunAlgorithm(match (&plan.dpd, self.run.gaussian_dropout) {
+        match (&plan.dpd, self.run.gaussian_dropout) {
             _ if private && paper().is_some() => paper().expect("checked"),
-            (Some(dpd), _) if private => Box::new(Plain(Box::new(*dpd))),
+            (Some(dpd), _) if private => Box::new(*dpd),
             (_, Some(alpha)) if self.algorithm() == Algorithm::GaussianDropout => {
-                Box::new(Plain(Box::new(GaussianDropout { alpha })))
+                Box::new(GaussianDropout { alpha })
             }
-            _ => Box::new(Plain(Box::new(DpSgd))),
-        })
+            _ => Box::new(DpSgd),
+        }
     }
 
     /// Restores the engine (and the algorithm's own state, such as SA-DPSGD's counters)
@@ -106,7 +106,7 @@ impl Run<'_> {
     fn resume<M: Classifier>(
         &self,
         engine: &mut PrivacyEngine<M>,
-        algorithm: &mut RunAlgorithm<M>,
+        algorithm: &mut dyn TableAlgorithm<M>,
     ) -> Result<(Vec<EpochRecord>, f64)> {
         let Ok(text) = std::fs::read_to_string(self.partial) else {
             return Ok((Vec::new(), 0.0));
@@ -115,7 +115,7 @@ impl Run<'_> {
             return Ok((Vec::new(), 0.0));
         };
         engine.restore(&p.checkpoint)?;
-        algorithm.0.restore(p.annealing)?;
+        algorithm.restore(p.annealing)?;
         Ok((p.records, p.wall_s))
     }
 
@@ -128,7 +128,7 @@ impl Run<'_> {
         sampler: Sampler,
         n: usize,
         steps_per_epoch: u64,
-        algorithm: &RunAlgorithm<M>,
+        algorithm: &dyn TableAlgorithm<M>,
     ) -> Result<StopRules> {
         let mut budget = steps_per_epoch * u64::from(self.epochs);
         if let (Some(target), Some(p)) = (self.table.target_epsilon, privacy) {
@@ -140,7 +140,7 @@ impl Run<'_> {
         Ok(StopRules {
             epochs: self.epochs,
             budget,
-            max_iterations: algorithm.0.max_iterations(budget),
+            max_iterations: algorithm.max_iterations(budget),
             mu: self
                 .table
                 .stop_max_mu

@@ -4,10 +4,10 @@
 //! algorithm; each paper provides its implementation (`crate::algorithms` lists them).
 
 use anyhow::Result;
-use dp_models::data::Dataset;
 use dp_models::Classifier;
+use dp_optim::dpd::{DpdTraining, GaussianDropout};
 use dp_optim::gdp::NoisyTraining;
-use dp_optim::{Algorithm, PrivacyEngine, Sampler, StepReport};
+use dp_optim::{Algorithm, DpSgd, Sampler};
 
 use super::EpochRecord;
 
@@ -84,17 +84,7 @@ pub trait TableAlgorithm<M: Classifier>: Algorithm<M> {
     }
 }
 
-/// A dp-optim algorithm with nothing to add (DP-SGD, DPD, the dropout baseline).
-pub struct Plain<M: Classifier>(pub Box<dyn Algorithm<M>>);
-
-impl<M: Classifier> Algorithm<M> for Plain<M> {
-    fn step(
-        &mut self,
-        engine: &mut PrivacyEngine<M>,
-        data: &Dataset,
-    ) -> dp_optim::Result<StepReport> {
-        self.0.step(engine, data)
-    }
-}
-
-impl<M: Classifier> TableAlgorithm<M> for Plain<M> {}
+// dp-optim's algorithms that the tables run as they are: every iteration an update.
+impl<M: Classifier> TableAlgorithm<M> for DpSgd {}
+impl<M: Classifier> TableAlgorithm<M> for DpdTraining {}
+impl<M: Classifier> TableAlgorithm<M> for GaussianDropout {}
