@@ -31,9 +31,8 @@ pub fn cost_factor(algorithm: Algorithm) -> u64 {
 
 /// The columns a table's algorithms add, in order, each once.
 pub fn extra_columns(algorithms: impl IntoIterator<Item = Algorithm>) -> Vec<ExtraColumn> {
-    let algorithms: Vec<Algorithm> = algorithms.into_iter().collect();
     let mut columns = Vec::new();
-    if algorithms.contains(&Algorithm::SaDpsgd) {
+    if algorithms.into_iter().any(|a| a == Algorithm::SaDpsgd) {
         columns.extend(sa_dpsgd::COLUMNS);
     }
     columns

@@ -46,7 +46,7 @@ impl GradientSum {
     pub fn into_flat(self) -> Result<Vec<f32>> {
         match self {
             GradientSum::Flat(v) => Ok(v),
-            GradientSum::Tensors(ts) => crate::flat::flatten(ts.iter().map(|(_, t)| t)),
+            tensors => tensors.to_flat(),
         }
     }
 

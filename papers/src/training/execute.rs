@@ -89,9 +89,12 @@ impl Run<'_> {
     /// dropout baseline, or DP-SGD.
     fn algorithm_of<M: Classifier>(&self, plan: &Plan) -> Box<dyn TableAlgorithm<M>> {
         let private = plan.config.privacy.is_some();
-        let paper = || crate::algorithms::paper_algorithm(self.algorithm(), self.run);
+        if private {
+            if let Some(paper) = crate::algorithms::paper_algorithm(self.algorithm(), self.run) {
+                return paper;
+            }
+        }
         match (&plan.dpd, self.run.gaussian_dropout) {
-            _ if private && paper().is_some() => paper().expect("checked"),
             (Some(dpd), _) if private => Box::new(*dpd),
             (_, Some(alpha)) if self.algorithm() == Algorithm::GaussianDropout => {
                 Box::new(GaussianDropout { alpha })

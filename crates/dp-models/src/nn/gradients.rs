@@ -107,13 +107,7 @@ impl Taps {
     /// The private gradients of an empty batch (a Poisson draw may be one): zero sums of
     /// every parameter's shape, no norms, no losses. Nothing is run.
     pub fn zero_gradients(&self) -> Result<ClippedGradient> {
-        let params = self.params();
-        if params.is_empty() {
-            return Err(Error::invalid_model(
-                "DP layer",
-                "the network has no trainable DP-layer parameter",
-            ));
-        }
+        let params = self.trainable()?;
         Ok(ClippedGradient {
             sum: GradientSum::Tensors(
                 params
@@ -166,8 +160,8 @@ impl Taps {
             .collect()
     }
 
-    /// The recorded forward, the backward, and every parameter's contributions, checked.
-    fn trace(&self, losses: impl FnOnce() -> Result<Tensor>) -> Result<Traced> {
+    /// The trainable parameters; an error if there are none (nothing to clip and noise).
+    fn trainable(&self) -> Result<Vec<Param>> {
         let params = self.params();
         if params.is_empty() {
             return Err(Error::invalid_model(
@@ -175,6 +169,12 @@ impl Taps {
                 "the network has no trainable DP-layer parameter",
             ));
         }
+        Ok(params)
+    }
+
+    /// The recorded forward, the backward, and every parameter's contributions, checked.
+    fn trace(&self, losses: impl FnOnce() -> Result<Tensor>) -> Result<Traced> {
+        let params = self.trainable()?;
         for varmap in self.varmaps() {
             self.check_covers(&varmap)?;
         }
