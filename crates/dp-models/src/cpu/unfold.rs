@@ -5,6 +5,7 @@ use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
 use rayon::prelude::*;
 
 use super::f32_slice;
+use super::kernels::copy_short;
 
 /// A convolution's geometry on NCHW input.
 #[derive(Clone, Copy, Debug)]
@@ -68,7 +69,7 @@ impl Unfold {
     /// im2col of one sample's image into `u` (L × C·k·k), zero padding.
     pub(super) fn unfold_sample(&self, x: &[f32], u: &mut [f32]) {
         u.fill(0.0);
-        self.visit_runs(|dst, src, n| u[dst..dst + n].copy_from_slice(&x[src..src + n]));
+        self.visit_runs(|dst, src, n| copy_short(&mut u[dst..dst + n], &x[src..src + n]));
     }
 
     /// Accumulates one sample's `du` (L × C·k·k) into its image gradient `dx`.
@@ -107,7 +108,7 @@ impl CustomOp1 for Unfold {
         u.par_chunks_mut(per_sample)
             .zip(x.par_chunks(self.image_size()))
             .for_each(|(u, x)| {
-                self.visit_runs(|dst, src, n| u[dst..dst + n].copy_from_slice(&x[src..src + n]))
+                self.visit_runs(|dst, src, n| copy_short(&mut u[dst..dst + n], &x[src..src + n]))
             });
         Ok((CpuStorage::F32(u), Shape::from((b, oh * ow, self.cols()))))
     }

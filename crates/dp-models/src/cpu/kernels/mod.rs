@@ -15,7 +15,7 @@ mod tanh;
 
 pub(crate) use dot::{dot, sum_of_squares, sum_of_squares_f64, upper_f32};
 pub(crate) use gemm::{matmul, matmul_uninit};
-pub(crate) use im2col::{col2im, im2col, ConvGeometry};
+pub(crate) use im2col::{copy_short, ConvGeometry, Patches};
 pub(crate) use mat::Mat;
 pub(crate) use simd::vectorized;
 #[cfg(test)]

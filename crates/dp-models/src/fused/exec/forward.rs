@@ -3,8 +3,8 @@
 use rayon::prelude::*;
 
 use super::super::spec::{size, Kind, LayerPlan, NetSpec};
-use super::workspace::{chunk_len, conv_geometry, Workspace, CHUNKS};
-use crate::cpu::kernels::{dot, im2col, matmul, tanh_fast, vectorized, Mat};
+use super::workspace::{chunk_len, conv_cout, Workspace, CHUNKS};
+use crate::cpu::kernels::{dot, matmul, tanh_fast, vectorized, Mat, Patches};
 
 /// Runs the forward on `batch` samples of `x` (NCHW, as datasets store images) and
 /// returns the logits (batch × outputs); activations stay in `ws` for the backward.
@@ -20,6 +20,12 @@ pub fn forward(
     let in_size = spec.input_size();
     let chunk = chunk_len(batch);
     let layers = &spec.layers;
+    transpose_kernels(layers, theta, &mut ws.kernels);
+    let net = Net {
+        layers,
+        theta,
+        kernels: &ws.kernels,
+    };
     let (outputs, argmaxes) = chunk_pieces(layers, batch, chunk, &mut ws.outputs, &mut ws.argmax);
     let input = &ws.input;
     outputs
@@ -34,7 +40,7 @@ pub fn forward(
                 || {
                     for s in 0..chunk.min(batch.saturating_sub(start)) {
                         let x_i = &input[(start + s) * in_size..][..in_size];
-                        forward_sample(layers, theta, x_i, s, &mut outs, &mut args, &mut scratch.u);
+                        forward_sample(&net, x_i, s, &mut outs, &mut args, &mut scratch.patches);
                     }
                 },
             );
@@ -89,19 +95,45 @@ fn chunk_pieces<'a>(
     (out_pieces, arg_pieces)
 }
 
+/// What every sample's forward reads: the layers, θ, and each conv layer's kernel
+/// transposed (taps + 1 rows of Cout, the bias last).
+struct Net<'a> {
+    layers: &'a [LayerPlan],
+    theta: &'a [f32],
+    kernels: &'a [Vec<f32>],
+}
+
+/// Each conv layer's parameters (Cout rows of taps + 1, the bias last) transposed into
+/// `kernels[l]`: the rhs gemm multiplies in place, without packing a copy per sample.
+fn transpose_kernels(layers: &[LayerPlan], theta: &[f32], kernels: &mut Vec<Vec<f32>>) {
+    kernels.resize(layers.len(), Vec::new());
+    for (layer, kernel) in layers.iter().zip(kernels.iter_mut()) {
+        let Some(cout) = conv_cout(layer) else {
+            continue;
+        };
+        let (offset, count) = layer.params;
+        let cols = count / cout;
+        kernel.resize(count, 0.0);
+        for (o, row) in theta[offset..][..count].chunks_exact(cols).enumerate() {
+            for (k, &w) in row.iter().enumerate() {
+                kernel[k * cout + o] = w;
+            }
+        }
+    }
+}
+
 /// Sample `s` of its chunk through every layer: `outs[l]` and `args[l]` are layer `l`'s
-/// pieces of the chunk, `u` the im2col scratch.
+/// pieces of the chunk, `patches[l]` conv layer `l`'s im2col matrix.
 #[inline(always)]
 fn forward_sample(
-    layers: &[LayerPlan],
-    theta: &[f32],
+    net: &Net<'_>,
     x: &[f32],
     s: usize,
     outs: &mut [&mut [f32]],
     args: &mut [&mut [u32]],
-    u: &mut [f32],
+    patches: &mut [Option<Patches>],
 ) {
-    for (l, layer) in layers.iter().enumerate() {
+    for (l, layer) in net.layers.iter().enumerate() {
         let (in_size, out_size) = (size(layer.input), size(layer.output));
         let (before, after) = outs.split_at_mut(l);
         let input: &[f32] = if l == 0 {
@@ -110,9 +142,12 @@ fn forward_sample(
             &before[l - 1][s * in_size..][..in_size]
         };
         let out = &mut after[0][s * out_size..][..out_size];
-        let params = &theta[layer.params.0..][..layer.params.1];
+        let params = &net.theta[layer.params.0..][..layer.params.1];
         match layer.kind {
-            Kind::Conv { cout, .. } => conv_forward(layer, cout, params, input, out, u),
+            Kind::Conv { cout, .. } => {
+                let patches = patches[l].as_mut().unwrap_or_else(|| unreachable!());
+                conv_forward(cout, &net.kernels[l], input, out, patches);
+            }
             Kind::Linear { nin, nout } => linear_forward(nin, nout, params, input, out),
             Kind::Tanh => out
                 .iter_mut()
@@ -134,38 +169,42 @@ fn forward_sample(
     }
 }
 
-/// A convolution of one NHWC sample: im2col into `u`, then one gemm.
+/// A convolution of one NHWC sample: im2col into `patches`, one gemm with the transposed
+/// kernel (taps + 1 rows of Cout, the bias last), then the bias.
 #[inline(always)]
 fn conv_forward(
-    layer: &LayerPlan,
     cout: usize,
-    params: &[f32],
+    kernel: &[f32],
     input: &[f32],
     out: &mut [f32],
-    u: &mut [f32],
+    patches: &mut Patches,
 ) {
-    let g = conv_geometry(layer).unwrap_or_else(|| unreachable!());
-    let cols = g.cols();
-    im2col(&g, input, u);
-    // out (L × Cout) = U (L × cols) · Wᵀ, W stored (Cout × cols).
+    let g = *patches.geometry();
+    let taps = g.taps();
+    let u = patches.fill(input);
+    // out (L × Cout) = U (L × taps) · Kᵀ (taps × Cout).
     matmul(
         g.rows(),
         cout,
-        cols,
+        taps,
         out,
         cout,
         false,
         Mat {
             data: u,
-            row_stride: cols,
+            row_stride: taps,
             col_stride: 1,
         },
         Mat {
-            data: params,
-            row_stride: 1,
-            col_stride: cols,
+            data: kernel,
+            row_stride: cout,
+            col_stride: 1,
         },
     );
+    let bias = &kernel[taps * cout..][..cout];
+    for row in out.chunks_exact_mut(cout) {
+        row.iter_mut().zip(bias).for_each(|(o, &b)| *o += b);
+    }
 }
 
 /// A linear layer on one sample: each output is its row's bias plus a dot product, the

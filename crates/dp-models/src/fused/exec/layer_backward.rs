@@ -2,7 +2,7 @@
 //! norms' ingredients and input gradients.
 
 use super::super::spec::LayerPlan;
-use crate::cpu::kernels::{col2im, im2col, matmul, sum_of_squares, ConvGeometry, Mat};
+use crate::cpu::kernels::{matmul, sum_of_squares, Mat, Patches};
 
 /// One sample's linear weight gradient `g ⊗ [a; 1]` into `region` (nout × (nin + 1)).
 #[inline(always)]
@@ -50,30 +50,33 @@ pub(super) enum ConvTarget<'a> {
     Write(&'a mut [f32], &'a mut f32),
 }
 
-/// One sample's conv weight gradient `Gᵀ·U`, with its im2col `U` recomputed into `u`
-/// rather than stored.
+/// One sample's conv weight gradient into its region (Cout rows of taps + 1, the bias
+/// last): the weights' `Gᵀ·U`, with the im2col `U` recomputed into `patches` rather than
+/// stored, and the bias's column sums of `G` (summed into `bias`, Cout values, in row
+/// order: the values the ones column of an im2col with a bias column gave).
 #[inline(always)]
 pub(super) fn conv_weight_gradient(
-    g: &ConvGeometry,
     cout: usize,
     a: &[f32],
     grad_out: &[f32],
-    u: &mut [f32],
+    patches: &mut Patches,
+    bias: &mut [f32],
     target: ConvTarget<'_>,
 ) {
-    let (rows, cols) = (g.rows(), g.cols());
-    im2col(g, a, u);
-    // psg (Cout × cols) = Gᵀ (Cout × L) · U (L × cols), G stored (L × Cout).
+    let g = *patches.geometry();
+    let (rows, taps) = (g.rows(), g.taps());
+    let u = patches.fill(a);
     let (dst, accumulate, norm) = match target {
         ConvTarget::Accumulate(dst) => (dst, true, None),
         ConvTarget::Write(dst, norm) => (dst, false, Some(norm)),
     };
+    // dst (Cout × taps, rows taps + 1 apart) = Gᵀ (Cout × L) · U (L × taps), G stored L × Cout.
     matmul(
         cout,
-        cols,
+        taps,
         rows,
         dst,
-        cols,
+        taps + 1,
         accumulate,
         Mat {
             data: grad_out,
@@ -82,33 +85,44 @@ pub(super) fn conv_weight_gradient(
         },
         Mat {
             data: u,
-            row_stride: cols,
+            row_stride: taps,
             col_stride: 1,
         },
     );
+    let bias = &mut bias[..cout];
+    bias.fill(0.0);
+    for row in grad_out[..rows * cout].chunks_exact(cout) {
+        bias.iter_mut().zip(row).for_each(|(b, &g)| *b += g);
+    }
+    for (o, &b) in bias.iter().enumerate() {
+        let d = &mut dst[o * (taps + 1) + taps];
+        *d = if accumulate { *d + b } else { b };
+    }
     if let Some(norm) = norm {
-        *norm = sum_of_squares(dst);
+        *norm = sum_of_squares(&dst[..cout * (taps + 1)]);
     }
 }
 
-/// A conv layer's input gradient: `dU (L × cols) = G (L × Cout) · W (Cout × cols)` into
-/// `du`, then col2im into `grad_in`.
+/// A conv layer's input gradient: `dU (L × taps) = G (L × Cout) · W (Cout × taps)` into
+/// `du` (the bias column of the parameters skipped), then col2im into `grad_in`.
 #[inline(always)]
 pub(super) fn conv_input_gradient(
-    g: &ConvGeometry,
     cout: usize,
     params: &[f32],
     grad_out: &[f32],
+    patches: &Patches,
     du: &mut [f32],
     grad_in: &mut [f32],
 ) {
-    let (rows, cols) = (g.rows(), g.cols());
+    let g = patches.geometry();
+    let (rows, taps) = (g.rows(), g.taps());
+    let du = &mut du[..rows * taps];
     matmul(
         rows,
-        cols,
+        taps,
         cout,
         du,
-        cols,
+        taps,
         false,
         Mat {
             data: grad_out,
@@ -117,11 +131,11 @@ pub(super) fn conv_input_gradient(
         },
         Mat {
             data: params,
-            row_stride: cols,
+            row_stride: taps + 1,
             col_stride: 1,
         },
     );
-    col2im(g, du, grad_in);
+    patches.col2im(du, grad_in);
 }
 
 /// `g·(1 − t²)` from the layer's output `t = tanh(x)`.

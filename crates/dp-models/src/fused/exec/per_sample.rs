@@ -8,7 +8,8 @@ use super::layer_backward::{
 };
 #[cfg(test)]
 use super::workspace::Workspace;
-use super::workspace::{conv_geometry, linear_shape, Activations, Scratch};
+use super::workspace::{linear_shape, Activations, Scratch};
+use crate::cpu::kernels::Patches;
 
 /// What the per-sample backward does with parameter gradients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,8 +73,9 @@ pub(super) fn backward_sample(
     let layers = &inputs.spec.layers;
     let out_size = inputs.spec.output_size();
     let Scratch {
-        u,
+        patches,
         du,
+        bias,
         grad_a,
         grad_b,
         psg,
@@ -93,8 +95,9 @@ pub(super) fn backward_sample(
         inputs,
         i,
         mode,
-        u,
+        patches,
         du,
+        bias,
         psg,
         acc,
         linear_grads,
@@ -122,7 +125,8 @@ struct SampleBackward<'s, 'a> {
     inputs: &'s Inputs<'a>,
     i: usize,
     mode: Mode,
-    u: &'s mut [f32],
+    patches: &'s mut [Option<Patches>],
+    bias: &'s mut [f32],
     du: &'s mut [f32],
     psg: &'s mut [f32],
     acc: &'s mut [f32],
@@ -157,7 +161,7 @@ impl SampleBackward<'_, '_> {
         let o_size = grad_out.len();
         match layer.kind {
             Kind::Linear { nin, nout } => self.linear(step, nin, nout, grad_in),
-            Kind::Conv { cout, .. } => self.conv(step, cout, grad_in),
+            Kind::Conv { cout, .. } => self.conv(l, step, cout, grad_in),
             Kind::Tanh => tanh_backward(grad_out, activations.layer_output(l, i, o_size), grad_in),
             Kind::Relu => relu_backward(grad_out, activations.layer_output(l, i, o_size), grad_in),
             Kind::Flatten => grad_in.copy_from_slice(grad_out),
@@ -198,7 +202,7 @@ impl SampleBackward<'_, '_> {
     /// A conv layer: its gradient written out with its squared norm, or added to the
     /// chunk's sum (`Plain`); its input gradient if needed.
     #[inline(always)]
-    fn conv(&mut self, step: Step<'_>, cout: usize, grad_in: &mut [f32]) {
+    fn conv(&mut self, l: usize, step: Step<'_>, cout: usize, grad_in: &mut [f32]) {
         let Step {
             layer,
             a,
@@ -214,10 +218,10 @@ impl SampleBackward<'_, '_> {
                 &mut self.layer_sq[self.param_slot],
             ),
         };
-        let g = conv_geometry(layer).unwrap_or_else(|| unreachable!());
-        conv_weight_gradient(&g, cout, a, grad_out, self.u, target);
+        let patches = self.patches[l].as_mut().unwrap_or_else(|| unreachable!());
+        conv_weight_gradient(cout, a, grad_out, patches, self.bias, target);
         if layer.needs_input_grad {
-            conv_input_gradient(&g, cout, params, grad_out, self.du, grad_in);
+            conv_input_gradient(cout, params, grad_out, patches, self.du, grad_in);
         }
     }
 }

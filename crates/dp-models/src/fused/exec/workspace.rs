@@ -2,7 +2,7 @@
 //! per-chunk scratch, and the layer geometry they are sized from.
 
 use super::super::spec::{size, Kind, LayerPlan, NetSpec};
-use crate::cpu::kernels::ConvGeometry;
+use crate::cpu::kernels::{ConvGeometry, Patches};
 
 /// Chunks per batch, fixed so that sums are bit-reproducible whatever the thread count.
 pub const CHUNKS: usize = 16;
@@ -10,10 +10,12 @@ pub const CHUNKS: usize = 16;
 /// Per-chunk scratch, sized once for the network.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Scratch {
-    /// One sample's im2col matrix.
-    pub(super) u: Vec<f32>,
-    /// Its gradient.
+    /// Per layer, a conv layer's im2col matrix of one sample (`None` for other kinds).
+    pub(super) patches: Vec<Option<Patches>>,
+    /// The gradient of an im2col matrix (the largest of the network's).
     pub(super) du: Vec<f32>,
+    /// A conv layer's bias gradient (the widest layer's Cout).
+    pub(super) bias: Vec<f32>,
     /// Activation gradients, in turn the output and the input gradient of a layer.
     pub(super) grad_a: Vec<f32>,
     /// See `grad_a`.
@@ -43,6 +45,8 @@ pub struct Workspace {
     pub(super) outputs: Vec<Vec<f32>>,
     /// Per max-pool layer, the input index of each output (empty for other layers).
     pub(super) argmax: Vec<Vec<u32>>,
+    /// Per conv layer, its parameters transposed by the last forward (empty for others).
+    pub(super) kernels: Vec<Vec<f32>>,
     pub(super) scratch: Vec<Scratch>,
 }
 
@@ -101,7 +105,7 @@ impl Workspace {
             *self = Workspace::default();
             let max_u = layers
                 .iter()
-                .filter_map(|l| conv_geometry(l).map(|g| g.rows() * g.cols()))
+                .filter_map(|l| conv_geometry(l).map(|g| g.rows() * g.taps()))
                 .max()
                 .unwrap_or(0);
             let max_act = layers
@@ -110,8 +114,12 @@ impl Workspace {
                 .max()
                 .unwrap_or(0);
             let scratch = Scratch {
-                u: vec![0.0; max_u],
+                patches: layers
+                    .iter()
+                    .map(|l| conv_geometry(l).map(Patches::new))
+                    .collect(),
                 du: vec![0.0; max_u],
+                bias: vec![0.0; layers.iter().filter_map(conv_cout).max().unwrap_or(0)],
                 grad_a: vec![0.0; max_act],
                 grad_b: vec![0.0; max_act],
                 psg: vec![0.0; spec.num_params],
@@ -158,6 +166,14 @@ pub(super) fn conv_geometry(layer: &LayerPlan) -> Option<ConvGeometry> {
             oh: layer.output.0,
             ow: layer.output.1,
         }),
+        _ => None,
+    }
+}
+
+/// The output channels of a conv layer (`None` for other kinds).
+pub(super) fn conv_cout(layer: &LayerPlan) -> Option<usize> {
+    match layer.kind {
+        Kind::Conv { cout, .. } => Some(cout),
         _ => None,
     }
 }
