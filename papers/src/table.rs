@@ -121,3 +121,34 @@ pub fn load_paper(paper: &str) -> Result<(Vec<TableConfig>, Published)> {
     tables.sort_by_key(|t| t.heading.number);
     Ok((tables, published))
 }
+
+/// The snapshot listing of a paper's cache keys, for the tests that pin them: one line
+/// per run of every table of one kind (`kind` picks it out), `<table> <label>: <smoke
+/// key> <full key>`, with `key` the kind's own cache key of a run in a profile.
+#[cfg(test)]
+pub(crate) fn key_listing<T, R>(
+    paper: &str,
+    kind: impl Fn(&Experiment) -> Option<&T>,
+    runs: impl Fn(&T) -> &[R],
+    label: impl Fn(&R) -> &str,
+    key: impl Fn(&T, &R, crate::args::Profile) -> Result<String>,
+) -> Result<String> {
+    use crate::args::Profile;
+    use std::fmt::Write;
+    let mut listing = String::new();
+    for table in load_paper(paper)?.0 {
+        let Some(t) = kind(&table.experiment) else {
+            continue;
+        };
+        for run in runs(t) {
+            let (smoke, full) = (key(t, run, Profile::Smoke)?, key(t, run, Profile::Full)?);
+            writeln!(
+                listing,
+                "{} {}: {smoke} {full}",
+                table.heading.id,
+                label(run)
+            )?;
+        }
+    }
+    Ok(listing)
+}

@@ -25,6 +25,8 @@ use super::config::{
 mod epochs;
 mod execute;
 mod plan;
+#[cfg(test)]
+mod run_keys_test;
 mod table_algorithm;
 #[cfg(test)]
 mod whole_ledger_test;

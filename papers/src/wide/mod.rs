@@ -395,6 +395,23 @@ fn method_text(method: &WideMethod) -> (String, String) {
 mod tests {
     use super::*;
 
+    /// Every run's cache key, as a snapshot (both profiles): a moved key orphans the
+    /// committed results of its run, so it must be a decision, never a refactor's side
+    /// effect.
+    #[test]
+    fn every_runs_key_is_unchanged() -> Result<()> {
+        use crate::table::{key_listing, Experiment};
+        fn kind(e: &Experiment) -> Option<&WideTable> {
+            match e {
+                Experiment::Wide(t) => Some(t),
+                _ => None,
+            }
+        }
+        let listing = key_listing("wide", kind, |t| &t.runs, |r| &r.label, key)?;
+        insta::assert_snapshot!(listing);
+        Ok(())
+    }
+
     /// A sparse method's selection ε is lowered until the joint ε meets the target, and
     /// never raised above the configured one.
     #[test]
