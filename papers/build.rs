@@ -1,30 +1,12 @@
-//! Records the commit the reproduction is built from, so that every result it writes
-//! names the code that produced it (HEAD may move while a long reproduction runs).
+//! The build-time facts of the papers crate: the commit it is built from, and the papers
+//! with code (declared from their directories).
 
-use std::process::Command;
+#[path = "build/commit.rs"]
+mod commit;
+#[path = "build/papers.rs"]
+mod papers;
 
-fn git(args: &[&str]) -> Option<String> {
-    Command::new("git")
-        .args(args)
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-}
-
-fn main() {
-    let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty =
-        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-    let suffix = if dirty { "-dirty" } else { "" };
-    println!("cargo:rustc-env=XTASK_BUILD_COMMIT={commit}{suffix}");
-    for path in [
-        "../.git/HEAD",
-        "../.git/index",
-        "../.git/refs",
-        "src",
-        "../crates",
-    ] {
-        println!("cargo:rerun-if-changed={path}");
-    }
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    commit::record();
+    papers::declare()
 }

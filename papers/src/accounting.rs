@@ -8,12 +8,13 @@ use anyhow::{Context, Result};
 use dp_accounting::gdp::{epsilon_for_mu, mu_poisson, mu_uniform, recalibrate_sigma};
 use dp_accounting::{Accountant, AccountantKind, DpEvent, NeighbouringRelation};
 use dp_optim::gdp::{authors_orders, moments_accountant_epsilon};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::config::{AccountingRow, Published, TableHeading};
 use super::plot::{Plot, Reference, Series};
 use super::report::compare;
 use super::report::{fmt, RunHeader, TableReport};
+use super::table_kind::{TableContext, TableKind};
 
 /// Every accountant's reading of one (q, σ, T, δ).
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -98,6 +99,31 @@ pub fn row_readings(row: &AccountingRow) -> Result<Vec<(f64, Readings)>> {
             Ok((e, readings(q, row.sigma, steps, row.delta)?))
         })
         .collect()
+}
+
+/// A table of privacy accounting only, no training (`"kind": "accounting"`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AccountingTable {
+    /// One block of rows per dataset setting.
+    pub rows: Vec<AccountingRow>,
+}
+
+impl TableKind for AccountingTable {
+    fn report(
+        &self,
+        cx: &TableContext<'_>,
+        header: &dyn Fn(f64) -> RunHeader,
+        _: Instant,
+    ) -> Result<TableReport> {
+        accounting_report(
+            cx.paper,
+            cx.heading,
+            &self.rows,
+            cx.published,
+            cx.out,
+            header,
+        )
+    }
 }
 
 /// The report of an accounting table: every row's readings against the paper's values.

@@ -4,10 +4,11 @@
 use anyhow::Result;
 
 use crate::accounting;
+use crate::accounting::AccountingTable;
 use crate::args::Profile;
 use crate::config::{self, TrainingTable};
 use crate::report::{status, Status};
-use crate::table::{load_paper, papers, Experiment};
+use crate::table::{load_paper, papers};
 use crate::training::run_key;
 
 /// Every checked-in config parses, ids are unique, plots and claims name real runs.
@@ -25,7 +26,7 @@ fn checked_in_configs_are_consistent() -> Result<()> {
             assert!(!v.source.is_empty() && v.tolerance >= 0.0);
         }
         for table in &tables {
-            if let Experiment::Training(t) = &table.experiment {
+            if let Some(t) = table.kind::<TrainingTable>() {
                 let labels: Vec<&str> = t.runs.iter().map(|r| r.label.as_str()).collect();
                 for p in &t.plots {
                     assert!(p.runs.iter().all(|r| labels.contains(&r.as_str())));
@@ -65,7 +66,7 @@ fn checked_in_configs_are_consistent() -> Result<()> {
 #[test]
 fn accounting_table_matches_every_published_cell() -> Result<()> {
     let (tables, published) = load_paper("gdp")?;
-    let Experiment::Accounting { rows } = &tables[0].experiment else {
+    let Some(AccountingTable { rows }) = tables[0].kind::<AccountingTable>() else {
         panic!("table 1 is the accounting table");
     };
     let mut checked = 0;
@@ -107,7 +108,7 @@ fn run_keys_change_with_anything_that_changes_the_run() -> Result<()> {
         .iter()
         .find(|t| t.heading.id == "adult")
         .expect("adult");
-    let Experiment::Training(t) = &table.experiment else {
+    let Some(t) = table.kind::<TrainingTable>() else {
         panic!("adult trains");
     };
     let run = &t.runs[0];
@@ -116,7 +117,7 @@ fn run_keys_change_with_anything_that_changes_the_run() -> Result<()> {
     assert_eq!(base, key(t, run, Profile::Full, 1)?);
     assert_ne!(base, key(t, run, Profile::Full, 2)?);
     assert_ne!(base, key(t, run, Profile::Smoke, 1)?);
-    let mut other = (**t).clone();
+    let mut other = t.clone();
     other.lr *= 2.0;
     assert_ne!(base, key(&other, run, Profile::Full, 1)?);
     let mut longer = run.clone();
@@ -134,15 +135,8 @@ fn run_keys_change_with_anything_that_changes_the_run() -> Result<()> {
 fn the_same_training_in_two_tables_has_one_key() -> Result<()> {
     let (tables, _) = load_paper("sa-dpsgd")?;
     let training = |id: &str| -> &TrainingTable {
-        match &tables
-            .iter()
-            .find(|t| t.heading.id == id)
-            .expect(id)
-            .experiment
-        {
-            Experiment::Training(t) => t,
-            _ => panic!("{id} trains"),
-        }
+        let table = tables.iter().find(|t| t.heading.id == id).expect(id);
+        table.kind().unwrap_or_else(|| panic!("{id} trains"))
     };
     let key_of = |id: &str, label: &str| -> Result<String> {
         let t = training(id);

@@ -23,9 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::args::{Profile, ReproduceArgs};
-use crate::config::{RunConfig, TrainingTable};
-use crate::table::{load_paper, Experiment};
-use crate::training::run_key;
+use crate::table::load_paper;
 
 /// One run label of one table: what one worker trains.
 struct Unit {
@@ -34,16 +32,6 @@ struct Unit {
     label: String,
     /// Relative cost, for longest-first order.
     estimate: u64,
-}
-
-/// The relative cost of a training run: epochs, times its algorithm's iterations per
-/// update (SA-DPSGD's iteration cap counts rejected steps too).
-fn training_estimate(table: &TrainingTable, run: &RunConfig, profile: Profile) -> u64 {
-    let epochs = match profile {
-        Profile::Smoke => table.smoke.epochs,
-        Profile::Full => run.epochs,
-    };
-    u64::from(epochs) * crate::algorithms::cost_factor(run.algorithm.unwrap_or(table.algorithm))
 }
 
 /// Every unit of the selected papers and tables, deduplicated by run key, longest first.
@@ -56,41 +44,13 @@ fn units(papers: &[&str], args: &ReproduceArgs) -> Result<Vec<Unit>> {
             .iter()
             .filter(|t| args.only.as_ref().is_none_or(|o| &t.heading.id == o));
         for table in selected {
-            let unit = |label: &str, estimate| Unit {
-                paper: paper.to_string(),
-                table: table.heading.id.clone(),
-                label: label.to_string(),
-                estimate,
-            };
-            match &table.experiment {
-                Experiment::Training(t) => {
-                    for run in t.runs.iter().filter(|r| args.may_train(&r.label)) {
-                        let keys = (1..=args.seeds)
-                            .map(|seed| run_key(t, run, args.profile, seed))
-                            .collect::<Result<Vec<_>>>()?;
-                        let new = keys.iter().any(|k| !scheduled.contains(k));
-                        scheduled.extend(keys);
-                        if new {
-                            units.push(unit(&run.label, training_estimate(t, run, args.profile)));
-                        }
-                    }
-                }
-                // Wide's runs share a corpus load and are few: one unit each, first (their
-                // cost is not estimated from settings).
-                Experiment::Wide(w) => units.extend(
-                    w.runs
-                        .iter()
-                        .filter(|r| args.may_train(&r.label))
-                        .map(|r| unit(&r.label, u64::MAX)),
-                ),
-                // The language model's runs are the longest of all: first (its sweep's
-                // candidates before its runs).
-                Experiment::Lm(t) => units.extend(
-                    t.labels()
-                        .filter(|label| args.may_train(label))
-                        .map(|label| unit(label, u64::MAX)),
-                ),
-                Experiment::Accounting { .. } | Experiment::DpdAccounting(_) => {}
+            for unit in table.experiment.units(args, &mut scheduled)? {
+                units.push(Unit {
+                    paper: paper.to_string(),
+                    table: table.heading.id.clone(),
+                    label: unit.label,
+                    estimate: unit.estimate,
+                });
             }
         }
     }

@@ -5,13 +5,15 @@
 //!
 //! One directory per paper holds everything that is only about that paper: its table
 //! configs and published values (`*.json`), and its code — [`gdp`] (the NCF
-//! recommender), `sa_dpsgd` (dp-optim's `SaDpsgd` with the table hooks of its accepted-step
-//! budget), `dpd` (the accounting and stand-in tables) and
-//! [`wide`] (word2vec on the Brown corpus, canaries, the table driver). The shared
-//! harness — configs, the training-run driver (`training`), runs × seeds → table
-//! (`training_table`), reports, plots, the summary page — is the rest of `src/`; it runs a
+//! recommender), [`sa_dpsgd`] (dp-optim's `SaDpsgd` with the table hooks of its
+//! accepted-step budget), [`dpd`] (the accounting and stand-in tables), [`wide`] (word2vec
+//! on the Brown corpus, canaries, the table driver) and [`lm`] (the private transformer
+//! language model) — declared by build.rs from the directories. The shared harness —
+//! configs, the kinds of table (`table_kind`, `registry`), the training-run driver
+//! (`training`), runs × seeds → table (`training_table`), reports, plots, the summary
+//! page — is the rest of `src/`; it reads a table through `table_kind::TableKind`, runs a
 //! paper's algorithm through the hooks of `training::TableAlgorithm`, and `algorithms`
-//! lists which paper provides which.
+//! lists which paper provides which algorithm.
 //! docs/reproduction/README.md says why this is a crate and what a new paper touches.
 
 mod accounting;
@@ -22,26 +24,29 @@ mod claim_box;
 mod config;
 #[cfg(test)]
 mod config_checks;
-mod dpd;
-pub mod gdp;
+#[cfg(test)]
+mod fixture_paper_test;
 mod index;
 mod jobs;
-pub mod lm;
 #[cfg(test)]
 mod page_numbers;
 mod plot;
 mod progress;
 mod provenance;
+mod registry;
 mod report;
 mod run;
 mod run_cache;
-mod sa_dpsgd;
 mod shows;
 mod summary;
 mod table;
+mod table_kind;
 mod training;
 mod training_table;
-pub mod wide;
+
+// The papers with code: `pub mod <paper>;` for every `src/<paper>/` with a
+// `published.json` and a `mod.rs`, written by build.rs.
+include!(concat!(env!("OUT_DIR"), "/papers.rs"));
 
 pub use args::{Profile, ReproduceArgs};
 pub use run::run;

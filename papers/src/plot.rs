@@ -588,7 +588,8 @@ mod committed {
 
     use super::*;
     use crate::config::PlotY;
-    use crate::table::{load_paper, papers, Experiment};
+    use crate::config::TrainingTable;
+    use crate::table::{load_paper, papers};
 
     fn specs(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         for entry in std::fs::read_dir(dir)? {
@@ -657,7 +658,7 @@ mod committed {
         }
         for (paper, _) in papers()? {
             for table in load_paper(&paper)?.0 {
-                let Experiment::Training(t) = &table.experiment else {
+                let Some(t) = table.kind::<TrainingTable>() else {
                     continue;
                 };
                 for p in t.plots.iter().filter(|p| p.y == PlotY::Metric) {

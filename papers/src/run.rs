@@ -12,8 +12,9 @@ use crate::args::{Jobs, Profile, ReproduceArgs};
 use crate::index::write_index;
 use crate::provenance::{git_commit, utc_now};
 use crate::report::{fmt, RunHeader, TableReport};
-use crate::table::{load_paper, papers, Experiment};
-use crate::{accounting, claim_box, dpd, jobs, lm, shows, summary, training_table, wide};
+use crate::table::{load_paper, papers};
+use crate::table_kind::TableContext;
+use crate::{claim_box, jobs, summary};
 
 /// Entry point.
 pub fn run(args: ReproduceArgs) -> Result<()> {
@@ -154,7 +155,7 @@ fn list() -> Result<()> {
 }
 
 /// Runs a paper's tables; returns its comparison counts by status.
-fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<PaperOutcome> {
+pub(crate) fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<PaperOutcome> {
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut shows = Vec::new();
     let (tables, published) = load_paper(paper)?;
@@ -214,26 +215,14 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<PaperOutcome> {
             run_commits: vec![],
         };
         println!("\nTable {}: {}", table.heading.number, table.heading.title);
-        let heading = &table.heading;
-        let report = match &table.experiment {
-            Experiment::Accounting { rows } => {
-                accounting::accounting_report(paper, heading, rows, &published, &out, header)?
-            }
-            Experiment::DpdAccounting(c) => dpd::accounting_report(paper, heading, c, header)?,
-            Experiment::Wide(w) => wide::wide_report(paper, heading, w, &out, args, header)?,
-            Experiment::Lm(t) => lm::lm_report(paper, heading, t, &out, args, header)?,
-            Experiment::Training(t) => {
-                let cx = training_table::TableContext {
-                    paper,
-                    table: heading,
-                    training: t,
-                    published: &published,
-                    out: &out,
-                    args,
-                };
-                training_table::training_report(&cx, header, started)?
-            }
+        let cx = TableContext {
+            paper,
+            heading: &table.heading,
+            published: &published,
+            out: &out,
+            args,
         };
+        let report = table.experiment.report(&cx, &header, started)?;
         let stem = out.join(&report.table);
         crate::atomic_file::write_atomically(
             &stem.with_extension("json"),
@@ -244,7 +233,7 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<PaperOutcome> {
             report.markdown().as_bytes(),
         )?;
         print_comparison(&report);
-        shows.extend(shows::what_it_shows(&report));
+        shows.extend(table.experiment.shows(&report));
         for (status, n) in report.status_counts() {
             *counts.entry(status).or_default() += n;
         }
@@ -259,11 +248,11 @@ fn run_paper(paper: &str, args: &ReproduceArgs) -> Result<PaperOutcome> {
 
 /// What one paper's reproduction compared and what its runs reached.
 #[derive(Debug)]
-struct PaperOutcome {
+pub(crate) struct PaperOutcome {
     /// Comparison counts by status.
-    counts: Vec<(&'static str, usize)>,
-    /// One line per training table on what its runs reached.
-    shows: Vec<String>,
+    pub counts: Vec<(&'static str, usize)>,
+    /// One line per table that says what its runs reached.
+    pub shows: Vec<String>,
 }
 
 fn print_comparison(report: &TableReport) {

@@ -1,62 +1,82 @@
 //! A paper's tables as checked in (`papers/src/<paper>/<table>.json`): each table's
-//! heading and the experiment it computes, one variant per kind of table. The kinds that
-//! only one paper has (DPD's accounting, Wide's word2vec, the language model) keep their configuration types
-//! in that paper's directory; this is the one place that names them.
+//! heading and what it computes, a [`TableKind`] chosen by the config's `kind` tag from
+//! the registered kinds (`registry`), so that a paper's own kind of table lives in its
+//! directory.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 
-use crate::config::{AccountingRow, Published, TableHeading, TrainingTable};
+use crate::config::{Published, TableHeading};
+use crate::table_kind::TableKind;
 
 /// One table of a paper.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Debug)]
 pub struct TableConfig {
     /// Number, id, title, caption.
-    #[serde(flatten)]
     pub heading: TableHeading,
     /// What is computed.
-    pub experiment: Experiment,
+    pub experiment: Box<dyn TableKind>,
 }
 
-/// What a table computes.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Experiment {
-    /// Privacy accounting only (no training).
-    Accounting {
-        /// One block of rows per dataset setting.
-        rows: Vec<AccountingRow>,
-    },
-    /// Training runs.
-    Training(Box<TrainingTable>),
-    /// DPD's per-iteration budgets under each reading, and modern ε of the same noise.
-    DpdAccounting(Box<crate::dpd::DpdAccountingConfig>),
-    /// The Wide paper's word2vec methods and canaries.
-    Wide(Box<crate::wide::WideTable>),
-    /// The private transformer language model (beyond the papers).
-    Lm(Box<crate::lm::LmTable>),
+impl TableConfig {
+    /// The table's configuration if its kind's type is `T`.
+    pub fn kind<T: 'static>(&self) -> Option<&T> {
+        let experiment: &dyn std::any::Any = self.experiment.as_ref();
+        experiment.downcast_ref()
+    }
 }
 
-impl Experiment {
-    /// The labels of the runs this table trains (none for the accounting tables).
-    pub fn run_labels(&self) -> Vec<&str> {
-        match self {
-            Experiment::Training(t) => t.runs.iter().map(|r| r.label.as_str()).collect(),
-            Experiment::Wide(w) => w.runs.iter().map(|r| r.label.as_str()).collect(),
-            Experiment::Lm(t) => t.labels().collect(),
-            Experiment::Accounting { .. } | Experiment::DpdAccounting(_) => vec![],
+impl<'de> Deserialize<'de> for TableConfig {
+    /// The heading's fields, and `experiment`: an object whose `kind` names a registered
+    /// kind of table and whose other fields are that kind's configuration.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(flatten)]
+            heading: TableHeading,
+            experiment: serde_json::Map<String, serde_json::Value>,
         }
+        let Raw {
+            heading,
+            mut experiment,
+        } = Raw::deserialize(deserializer)?;
+        let kind = match experiment.remove("kind") {
+            Some(serde_json::Value::String(kind)) => kind,
+            _ => return Err(D::Error::missing_field("experiment.kind")),
+        };
+        let kinds = crate::registry::table_kinds();
+        let Some((_, parse)) = kinds.iter().find(|(name, _)| *name == kind) else {
+            let names: Vec<&str> = kinds.iter().map(|(name, _)| *name).collect();
+            return Err(D::Error::custom(format!(
+                "unknown table kind {kind:?}, expected one of {}",
+                names.join(", ")
+            )));
+        };
+        let experiment = parse(serde_json::Value::Object(experiment))
+            .map_err(|e| D::Error::custom(format!("experiment of kind {kind:?}: {e}")))?;
+        Ok(TableConfig {
+            heading,
+            experiment,
+        })
     }
 }
 
 /// The directory of a paper (`gdp`, `sa-dpsgd`, …): its code, table configs and
-/// published values, `papers/src/<id with _ for ->/`.
+/// published values, `papers/src/<id with _ for ->/` (under test, a fixture paper's in
+/// `papers/tests/fixtures/papers/` when `src/` has none of that name).
 pub fn paper_dir(paper: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src")
-        .join(paper.replace('-', "_"))
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("src").join(paper.replace('-', "_"));
+    #[cfg(test)]
+    if !dir.is_dir() {
+        return root
+            .join("tests/fixtures/papers")
+            .join(paper.replace('-', "_"));
+    }
+    dir
 }
 
 /// The papers: every directory of `papers/src/` with a `published.json`, as
@@ -123,12 +143,11 @@ pub fn load_paper(paper: &str) -> Result<(Vec<TableConfig>, Published)> {
 }
 
 /// The snapshot listing of a paper's cache keys, for the tests that pin them: one line
-/// per run of every table of one kind (`kind` picks it out), `<table> <label>: <smoke
+/// per run of every table of one kind (its type `T`), `<table> <label>: <smoke
 /// key> <full key>`, with `key` the kind's own cache key of a run in a profile.
 #[cfg(test)]
-pub(crate) fn key_listing<T, R>(
+pub(crate) fn key_listing<T: 'static, R>(
     paper: &str,
-    kind: impl Fn(&Experiment) -> Option<&T>,
     runs: impl Fn(&T) -> &[R],
     label: impl Fn(&R) -> &str,
     key: impl Fn(&T, &R, crate::args::Profile) -> Result<String>,
@@ -137,7 +156,7 @@ pub(crate) fn key_listing<T, R>(
     use std::fmt::Write;
     let mut listing = String::new();
     for table in load_paper(paper)?.0 {
-        let Some(t) = kind(&table.experiment) else {
+        let Some(t) = table.kind::<T>() else {
             continue;
         };
         for run in runs(t) {

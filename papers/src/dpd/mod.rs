@@ -101,6 +101,23 @@ const COLUMNS: [&str; 10] = [
     "ε PLD, add/remove, Poisson (same noise)",
 ];
 
+/// DPD's kinds of table: its accounting table (`"kind": "dpd-accounting"`).
+pub const TABLE_KINDS: &[(&str, crate::registry::ParseKind)] = &[(
+    "dpd-accounting",
+    crate::registry::parse::<DpdAccountingConfig>,
+)];
+
+impl crate::table_kind::TableKind for DpdAccountingConfig {
+    fn report(
+        &self,
+        cx: &crate::table_kind::TableContext<'_>,
+        header: &dyn Fn(f64) -> RunHeader,
+        _: Instant,
+    ) -> Result<TableReport> {
+        accounting_report(cx.paper, cx.heading, self, header)
+    }
+}
+
 /// The table.
 pub fn accounting_report(
     paper: &str,

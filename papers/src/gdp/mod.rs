@@ -3,3 +3,6 @@
 //! uses is its NCF recommender.
 
 pub mod ncf;
+
+/// The GDP paper's kinds of table: none beyond the harness's accounting and training.
+pub const TABLE_KINDS: &[(&str, crate::registry::ParseKind)] = &[];

@@ -17,6 +17,7 @@
 pub mod audit;
 pub mod canaries;
 pub mod corpus;
+mod kind;
 pub mod model;
 pub mod pretrain;
 mod report;
@@ -31,6 +32,10 @@ pub mod train;
 use serde::{Deserialize, Serialize};
 
 pub use report::lm_report;
+
+/// The language model's kinds of table (`"kind": "lm"`).
+pub const TABLE_KINDS: &[(&str, crate::registry::ParseKind)] =
+    &[("lm", crate::registry::parse::<LmTable>)];
 
 use audit::AuditConfig;
 use model::LmShape;

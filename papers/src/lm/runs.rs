@@ -111,20 +111,14 @@ pub(in crate::lm) fn train_or_load(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{key_listing, Experiment};
+    use crate::table::key_listing;
 
     /// Every table run's cache key, as a snapshot (both profiles): a moved key orphans the
     /// committed results of its run, so it must be a decision, never a refactor's side
     /// effect.
     #[test]
     fn every_runs_key_is_unchanged() -> Result<()> {
-        fn kind(e: &Experiment) -> Option<&LmTable> {
-            match e {
-                Experiment::Lm(t) => Some(t),
-                _ => None,
-            }
-        }
-        let listing = key_listing("lm", kind, |t| &t.runs, |r| &r.label, key)?;
+        let listing = key_listing("lm", |t: &LmTable| &t.runs, |r| &r.label, key)?;
         insta::assert_snapshot!(listing);
         Ok(())
     }

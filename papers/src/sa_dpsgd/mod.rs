@@ -12,6 +12,9 @@ use crate::training::{AlgorithmReadings, EpochContext, EpochRecord, ExtraColumn,
 /// ends (also the scheduler's cost factor).
 pub const ITERATIONS_PER_UPDATE: u64 = 3;
 
+/// SA-DPSGD's kinds of table: none beyond the harness's training tables.
+pub const TABLE_KINDS: &[(&str, crate::registry::ParseKind)] = &[];
+
 /// The columns SA-DPSGD adds to a table: the paper's ε of accepted steps (compared with
 /// the published `eps_paper`) and the acceptance rate τ/t.
 pub const COLUMNS: [ExtraColumn; 2] = [

@@ -8,7 +8,8 @@ use anyhow::Result;
 
 use super::run_key;
 use crate::args::Profile;
-use crate::table::{load_paper, papers, Experiment};
+use crate::config::TrainingTable;
+use crate::table::{load_paper, papers};
 
 #[test]
 fn every_training_runs_key_is_unchanged() -> Result<()> {
@@ -16,7 +17,7 @@ fn every_training_runs_key_is_unchanged() -> Result<()> {
     for (paper, _) in papers()? {
         let (tables, _) = load_paper(&paper)?;
         for table in &tables {
-            let Experiment::Training(t) = &table.experiment else {
+            let Some(t) = table.kind::<TrainingTable>() else {
                 continue;
             };
             for run in &t.runs {

@@ -10,7 +10,7 @@ use dp_optim::annealing::EnergySource;
 use dp_optim::gdp::authors_orders;
 
 use super::super::config::TrainingTable;
-use super::super::table::{load_paper, Experiment};
+use super::super::table::load_paper;
 use super::{load_data, run_cached, run_key};
 use crate::args::Profile;
 
@@ -27,10 +27,8 @@ fn every_epsilon_column_of_the_privatised_row_composes_the_whole_ledger() {
     let (tables, _) = load_paper("sa-dpsgd").expect("paper");
     let table: TrainingTable = tables
         .into_iter()
-        .find_map(|t| match t.experiment {
-            Experiment::Training(table) if t.heading.id == "table1-mnist" => Some(*table),
-            _ => None,
-        })
+        .find(|t| t.heading.id == "table1-mnist")
+        .and_then(|t| t.kind::<TrainingTable>().cloned())
         .expect("table1-mnist");
     let run = table
         .runs

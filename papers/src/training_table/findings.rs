@@ -6,14 +6,14 @@ use anyhow::{bail, Result};
 use super::epoch_means::epoch_means;
 use super::rows::{finals, Detail};
 use super::runs::ByRun;
-use super::TableContext;
+use super::TrainingContext;
 use crate::args::Profile;
 use crate::config::{self, ClaimConfig, TrainingTable};
 use crate::report::{fmt, mean_sd};
 
 /// The findings; the accuracy-target table goes first among `details`.
 pub fn findings(
-    cx: &TableContext<'_>,
+    cx: &TrainingContext<'_>,
     by_label: &ByRun,
     details: &mut Vec<Detail>,
 ) -> Result<Vec<String>> {

@@ -3,42 +3,43 @@
 
 mod epoch_means;
 mod findings;
+mod kind;
 mod plots;
 mod rows;
 mod runs;
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
 
-use super::config::{Published, TableHeading, TrainingTable};
+use super::config::TrainingTable;
 use super::report::{RunHeader, TableReport};
 use super::training::{load_data, RunResult};
-use crate::args::ReproduceArgs;
+use crate::table_kind::TableContext;
 
 /// Digits of the metric in tables.
 const METRIC_DIGITS: usize = 2;
 
-/// Where a table's report is written and what it compares with.
-pub struct TableContext<'a> {
-    /// The paper's id.
-    pub paper: &'a str,
-    /// The table's config.
-    pub table: &'a TableHeading,
+/// A training table's context: where its report is computed and written (it derefs to
+/// that), and its training settings.
+pub struct TrainingContext<'a> {
+    /// Where the report is computed and written.
+    pub table: &'a TableContext<'a>,
     /// The table's training settings.
     pub training: &'a TrainingTable,
-    /// The paper's published values.
-    pub published: &'a Published,
-    /// The output directory of the paper.
-    pub out: &'a Path,
-    /// The command's options.
-    pub args: &'a ReproduceArgs,
+}
+
+impl<'a> std::ops::Deref for TrainingContext<'a> {
+    type Target = TableContext<'a>;
+
+    fn deref(&self) -> &TableContext<'a> {
+        self.table
+    }
 }
 
 /// Trains (or reads from the cache) every run of a training table and assembles its report.
 pub fn training_report(
-    cx: &TableContext<'_>,
+    cx: &TrainingContext<'_>,
     header: impl Fn(f64) -> RunHeader,
     started: Instant,
 ) -> Result<TableReport> {
@@ -73,6 +74,6 @@ pub fn training_report(
         plots,
         details,
         data: serde_json::to_value(all_runs)?,
-        ..TableReport::for_table(cx.paper, cx.table, run_header, columns, rows)
+        ..TableReport::for_table(cx.paper, cx.heading, run_header, columns, rows)
     })
 }

@@ -8,14 +8,14 @@ use anyhow::Result;
 use super::epoch_means::epoch_means;
 use super::rows::finals;
 use super::runs::ByRun;
-use super::TableContext;
+use super::TrainingContext;
 use crate::config::{PlotConfig, PlotY, TrainingTable};
 use crate::plot::{Plot, Reference, Series};
 use crate::report::mean_sd;
 use crate::training::EpochRecord;
 
 /// Draws every plot of the table that has data; the files written.
-pub fn plots(cx: &TableContext<'_>, by_label: &ByRun) -> Result<Vec<String>> {
+pub fn plots(cx: &TrainingContext<'_>, by_label: &ByRun) -> Result<Vec<String>> {
     let t = cx.training;
     let mut plots = vec![];
     for p in &t.plots {
@@ -82,12 +82,12 @@ fn setting(t: &TrainingTable) -> String {
 }
 
 /// The paper's final value of each plotted run, as a hollow marker at its last epoch.
-fn paper_values(cx: &TableContext<'_>, series: &[Series]) -> Vec<Reference> {
+fn paper_values(cx: &TrainingContext<'_>, series: &[Series]) -> Vec<Reference> {
     series
         .iter()
         .enumerate()
         .filter_map(|(i, s)| {
-            let value = cx.published.find(&cx.table.id, &s.label, "metric")?;
+            let value = cx.published.find(&cx.heading.id, &s.label, "metric")?;
             let last = s.points.last()?.0;
             Some(Reference {
                 label: format!("paper: {}", s.label),

@@ -3,7 +3,7 @@
 
 use super::epoch_means::epoch_means;
 use super::runs::ByRun;
-use super::{TableContext, METRIC_DIGITS};
+use super::{TrainingContext, METRIC_DIGITS};
 use crate::args::Profile;
 use crate::config::{RunConfig, TrainingTable};
 use crate::report::compare;
@@ -69,13 +69,13 @@ pub fn columns(t: &TrainingTable, extra: &[ExtraColumn]) -> Vec<String> {
 
 /// The report of a table whose data is not on this machine: every row says so.
 pub fn not_present_report(
-    cx: &TableContext<'_>,
+    cx: &TrainingContext<'_>,
     why: &str,
     header: RunHeader,
     columns: Vec<String>,
 ) -> TableReport {
     println!("  {why}");
-    let (t, published, id) = (cx.training, cx.published, &cx.table.id);
+    let (t, published, id) = (cx.training, cx.published, &cx.heading.id);
     let rows = t
         .runs
         .iter()
@@ -107,13 +107,13 @@ pub fn not_present_report(
         plots: vec![],
         details: vec![],
         data: serde_json::Value::Null,
-        ..TableReport::for_table(cx.paper, cx.table, header, columns, rows)
+        ..TableReport::for_table(cx.paper, cx.heading, header, columns, rows)
     }
 }
 
 /// Every run's row, comparisons and per-epoch details.
 pub fn run_rows(
-    cx: &TableContext<'_>,
+    cx: &TrainingContext<'_>,
     by_label: &ByRun,
     extra: &[ExtraColumn],
     width: usize,
@@ -138,7 +138,7 @@ pub fn run_rows(
                 Some(key) if !values.is_empty() && cx.args.profile == Profile::Full => {
                     comparisons.extend(compare(
                         cx.published,
-                        &cx.table.id,
+                        &cx.heading.id,
                         &run.label,
                         key,
                         &values,
@@ -214,14 +214,14 @@ fn dpd_cells(run: &RunConfig, results: &[RunResult]) -> Vec<String> {
 /// The run's metric and ε readings against the paper's (full profile only: smoke runs
 /// are subsets and a few epochs, so nothing of theirs is compared).
 fn run_comparisons(
-    cx: &TableContext<'_>,
+    cx: &TrainingContext<'_>,
     run: &RunConfig,
     results: &[RunResult],
 ) -> Vec<Comparison> {
     if cx.args.profile != Profile::Full {
         return vec![];
     }
-    let (published, id) = (cx.published, &cx.table.id);
+    let (published, id) = (cx.published, &cx.heading.id);
     let metric = finals(results, &|e| Some(e.metric));
     let mut out = vec![
         compare(published, id, &run.label, "metric", &metric).unwrap_or(Comparison {

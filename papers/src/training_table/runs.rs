@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use super::{TableContext, METRIC_DIGITS};
+use super::{TrainingContext, METRIC_DIGITS};
 use crate::report::fmt;
 use crate::training::{self, run_cached, run_key, LoadedData, RunResult};
 
@@ -13,10 +13,10 @@ use crate::training::{self, run_cached, run_key, LoadedData, RunResult};
 pub type ByRun = BTreeMap<usize, Vec<RunResult>>;
 
 /// Trains or loads every run × seed of the table, printing one line each.
-pub fn train_or_load(cx: &TableContext<'_>, data: &LoadedData) -> Result<ByRun> {
+pub fn train_or_load(cx: &TrainingContext<'_>, data: &LoadedData) -> Result<ByRun> {
     let (t, args) = (cx.training, cx.args);
     let runs_root = cx.out.join("runs");
-    let runs_dir = runs_root.join(&cx.table.id);
+    let runs_dir = runs_root.join(&cx.heading.id);
     let mut by_label: ByRun = BTreeMap::new();
     for (i, run) in t.runs.iter().enumerate() {
         for seed in 1..=args.seeds {

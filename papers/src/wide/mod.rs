@@ -16,6 +16,7 @@ use super::args::Profile;
 use crate::run_cache::RunCache;
 
 mod claims;
+mod kind;
 mod method;
 mod report;
 pub mod study;
@@ -24,6 +25,10 @@ pub mod word2vec;
 pub use method::{WideAlgorithm, WideMethod, WideSettings};
 
 pub use report::wide_report;
+
+/// The Wide paper's kinds of table: its word2vec table (`"kind": "wide"`).
+pub const TABLE_KINDS: &[(&str, crate::registry::ParseKind)] =
+    &[("wide", crate::registry::parse::<WideTable>)];
 
 /// Sizes of the samples (the paper: 1,000 words, window 4, 8 negatives, 200K/100K/200K).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -400,14 +405,8 @@ mod tests {
     /// effect.
     #[test]
     fn every_runs_key_is_unchanged() -> Result<()> {
-        use crate::table::{key_listing, Experiment};
-        fn kind(e: &Experiment) -> Option<&WideTable> {
-            match e {
-                Experiment::Wide(t) => Some(t),
-                _ => None,
-            }
-        }
-        let listing = key_listing("wide", kind, |t| &t.runs, |r| &r.label, key)?;
+        use crate::table::key_listing;
+        let listing = key_listing("wide", |t: &WideTable| &t.runs, |r| &r.label, key)?;
         insta::assert_snapshot!(listing);
         Ok(())
     }

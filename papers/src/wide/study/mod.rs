@@ -67,10 +67,8 @@ pub fn figure1() -> Result<WideTable> {
     let (tables, _) = crate::table::load_paper("wide")?;
     tables
         .into_iter()
-        .find_map(|t| match t.experiment {
-            crate::table::Experiment::Wide(w) if t.heading.id == "figure1" => Some(*w),
-            _ => None,
-        })
+        .find(|t| t.heading.id == "figure1")
+        .and_then(|t| t.kind::<WideTable>().cloned())
         .context("the wide paper has no figure1 table")
 }
 

@@ -1,0 +1,72 @@
+//! A new kind of table touches only its paper's directory: the fixture paper of
+//! `papers/tests/fixtures/papers/toy/` declares the kind `toy-squares` in its own
+//! `mod.rs`; build.rs declares that module (under test) and gathers its `TABLE_KINDS`;
+//! the harness loads, reports, writes and summarises the table, and no file of `src/`
+//! or `build/` names it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::args::{Jobs, Profile, ReproduceArgs};
+
+fn args(out: PathBuf) -> ReproduceArgs {
+    ReproduceArgs {
+        paper: "toy".into(),
+        profile: Profile::Smoke,
+        seeds: 1,
+        out,
+        only: None,
+        list: false,
+        cached_only: false,
+        runs: Vec::new(),
+        jobs: Some(Jobs::Workers(1)),
+        page: None,
+    }
+}
+
+#[test]
+fn a_fixture_papers_own_kind_of_table_runs_through_the_harness() -> Result<()> {
+    let out = std::env::temp_dir().join(format!("dp-papers-fixture-{}", std::process::id()));
+    let outcome = crate::run::run_paper("toy", &args(out.clone()))?;
+    assert_eq!(outcome.shows, ["squares: 2 squares"]);
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("toy/squares.json"))?)?;
+    assert_eq!(written["rows"], serde_json::json!([["2", "4"], ["3", "9"]]));
+    assert!(out.join("toy/squares.md").is_file());
+    std::fs::remove_dir_all(&out)?;
+    Ok(())
+}
+
+/// The files of `dir` (recursively) with extension `rs`.
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            rust_files(&path, found)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn no_shared_file_names_the_fixture_paper() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("build.rs")];
+    rust_files(&root.join("src"), &mut files)?;
+    rust_files(&root.join("build"), &mut files)?;
+    let this = root.join("src/fixture_paper_test.rs");
+    for file in files.iter().filter(|f| **f != this) {
+        let text = std::fs::read_to_string(file)?;
+        for name in ["toy::", "mod toy", "toy-squares", "Squares"] {
+            assert!(
+                !text.contains(name),
+                "{} names the fixture paper ({name})",
+                file.display()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! The private transformer language model's tables as a kind of table (`"kind": "lm"`):
+//! its runs are the longest of all, so each is one scheduling unit, scheduled first (a
+//! sweep's candidates before its runs); its closing line is each run's test perplexity
+//! and audited ε lower bound.
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::{lm_report, LmTable};
+use crate::report::{RunHeader, TableReport};
+use crate::table_kind::{TableContext, TableKind};
+
+impl TableKind for LmTable {
+    fn run_labels(&self) -> Vec<&str> {
+        self.labels().collect()
+    }
+
+    fn report(
+        &self,
+        cx: &TableContext<'_>,
+        header: &dyn Fn(f64) -> RunHeader,
+        _: Instant,
+    ) -> Result<TableReport> {
+        lm_report(cx.paper, cx.heading, self, cx.out, cx.args, header)
+    }
+
+    fn shows(&self, report: &TableReport) -> Option<String> {
+        lm_perplexities(&report.table, &report.columns, &report.rows)
+            .or_else(|| crate::shows::best_metrics(report))
+    }
+}
+
+/// The language model: each run's test perplexity and audited ε lower bound.
+fn lm_perplexities(table: &str, columns: &[String], rows: &[Vec<String>]) -> Option<String> {
+    let at = |name: &str| columns.iter().position(|c| c.starts_with(name));
+    let (ppl, audit) = (at("test perplexity")?, at("audited ε lower bound")?);
+    let runs: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{} {} (audit ≥ {})",
+                r.first()?,
+                r.get(ppl)?,
+                r.get(audit)?
+            ))
+        })
+        .collect();
+    Some(format!("{table}: test perplexity {}", runs.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lm_test_perplexities_and_audits() {
+        let columns: Vec<String> = ["run", "σ", "test perplexity", "audited ε lower bound (95%)"]
+            .map(String::from)
+            .to_vec();
+        let row = |r: &str, p: &str, a: &str| vec![r.to_string(), "1".into(), p.into(), a.into()];
+        let rows = vec![
+            row("non-private", "70.1", "1.480"),
+            row("ε = 8", "205.4", "0.000"),
+        ];
+        assert_eq!(
+            lm_perplexities("transformer-lm", &columns, &rows).as_deref(),
+            Some("transformer-lm: test perplexity non-private 70.1 (audit ≥ 1.480), ε = 8 205.4 (audit ≥ 0.000)")
+        );
+        assert!(lm_perplexities("t", &columns[..2], &rows).is_none());
+    }
+}
