@@ -25,9 +25,9 @@ pub struct AccountingRow {
     pub n: u64,
     /// Expected batch size B (p = B/n).
     pub batch_size: u64,
-    /// σ.
+    /// The noise multiplier σ (noise std / clip norm).
     pub sigma: f64,
-    /// δ.
+    /// The δ every ε of the row is stated at.
     pub delta: f64,
     /// Epoch counts (T = epochs·n/B steps, fractional as in the authors' code).
     pub epochs: Vec<f64>,
@@ -140,7 +140,7 @@ pub struct DpdTableConfig {
 /// A DPD run's budget.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DpdRunConfig {
-    /// ε_tot.
+    /// ε_tot, the whole run's ε that DPD's per-iteration budget is derived from.
     pub epsilon_total: f64,
     /// AC or zCDP.
     pub composition: dp_optim::dpd::DpdComposition,
@@ -154,7 +154,7 @@ pub enum ClippingChoice {
     Flat,
     /// AUTO-S `g/(‖g‖ + γ)` (Bu et al. 2022), sensitivity 1.
     AutoS {
-        /// γ.
+        /// γ > 0, the stability constant added to the norm (Bu et al. suggest 0.01).
         gamma: f64,
     },
 }
@@ -194,7 +194,7 @@ pub struct TrainingTable {
     pub batch_size: usize,
     /// Clipping norm R.
     pub clip: f64,
-    /// δ.
+    /// The δ of every run's ε (and of a target ε's calibration).
     pub delta: f64,
     /// Divide the noisy sum by the realised batch size (the authors' code) or by B.
     pub realised_batch_normalisation: bool,

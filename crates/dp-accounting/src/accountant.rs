@@ -22,9 +22,9 @@ pub enum Guarantee {
 pub struct PrivacyReport {
     /// The accountant that produced it (`rdp`, `rdp-classic`, `pld`, `gdp`, …).
     pub accountant: String,
-    /// ε.
+    /// The ε the accountant certifies at `delta` (the smallest it can show).
     pub epsilon: f64,
-    /// δ.
+    /// The δ that `epsilon` is stated at.
     pub delta: f64,
     /// The optimal Rényi order, where one applies.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -14,7 +14,7 @@ use crate::validate;
 pub struct Budget {
     /// The largest ε allowed at `delta`.
     pub epsilon: f64,
-    /// δ.
+    /// The δ that `epsilon` is allowed at, in (0, 1).
     pub delta: f64,
 }
 

@@ -127,7 +127,7 @@ pub enum DpEvent {
     /// A mechanism satisfying (ξ, ρ)-zCDP: `D_α ≤ ξ + ρα` for all α > 1
     /// (Bun & Steinke 2016, Def. 1.1).
     ZCdp {
-        /// ρ.
+        /// ρ, the slope of the Rényi divergence bound in α (ρ ≥ 0).
         rho: f64,
         /// ξ (0 for plain ρ-zCDP).
         #[serde(default)]
@@ -135,16 +135,16 @@ pub enum DpEvent {
     },
     /// A mechanism known only to be (ε, δ)-DP.
     EpsilonDelta {
-        /// ε.
+        /// The mechanism's ε (≥ 0).
         epsilon: f64,
-        /// δ.
+        /// The mechanism's δ, in [0, 1).
         delta: f64,
     },
     /// The exponential mechanism (or any ε-bounded-range mechanism) with privacy
     /// parameter ε: it is ε-DP and, being ε-bounded range, has the tighter RDP curve of
     /// Cesar & Rogers 2021 (arXiv 2004.07223, §3).
     Exponential {
-        /// ε.
+        /// The mechanism's ε: it is ε-DP and ε-bounded range (> 0).
         epsilon: f64,
     },
 }

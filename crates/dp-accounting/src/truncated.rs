@@ -97,7 +97,8 @@ pub(crate) fn truncated_parts(
 pub(crate) struct TruncationSplit {
     /// `P[Binomial(N − 1, q) ≥ B]`.
     pub truncation_probability: f64,
-    /// σ/2.
+    /// The noise multiplier of the truncated branch's pair: σ/2, its shift z − y being up
+    /// to twice a clipped gradient's norm (the module's second case).
     pub truncated_sigma: f64,
     /// q̄ = `P[Binomial(N, q) > B]·B/(p·N)`: z's chance to be kept, given the cut.
     pub truncated_rate: f64,

@@ -38,7 +38,8 @@ impl ExponentialMechanism {
         })
     }
 
-    /// ε.
+    /// The mechanism's privacy parameter ε: the scores' weights are exp(ε·u/(2Δ))
+    /// (exp(ε·u/Δ) when the scores are monotone).
     pub fn epsilon(&self) -> f64 {
         self.epsilon
     }

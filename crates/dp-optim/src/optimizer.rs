@@ -40,9 +40,9 @@ pub enum Optimizer {
     LazyAdam {
         /// The learning rate η.
         lr: f64,
-        /// β₁.
+        /// β₁, the decay of the first-moment average (Adam's default 0.9).
         beta1: f64,
-        /// β₂.
+        /// β₂, the decay of the second-moment average (Adam's default 0.999).
         beta2: f64,
         /// The constant added to √v̂.
         eps: f64,

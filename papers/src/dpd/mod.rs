@@ -19,11 +19,11 @@ pub struct DpdAccountingConfig {
     pub n: u64,
     /// Minibatch size S (ν = S/N).
     pub batch_size: u64,
-    /// δ_tot.
+    /// δ_tot, the whole run's δ.
     pub delta_total: f64,
-    /// δ′.
+    /// δ′, the part of δ_tot that advanced composition spends.
     pub delta_prime: f64,
-    /// ε_tot values.
+    /// The whole run's ε_tot, one column each.
     pub epsilons: Vec<f64>,
     /// Epoch counts (T = epochs·N/S).
     pub epochs: Vec<u64>,
@@ -38,9 +38,9 @@ pub struct DpdReading {
     pub label: String,
     /// AC or zCDP.
     pub composition: DpdComposition,
-    /// Amplification bound.
+    /// How subsampling amplifies the per-iteration budget.
     pub amplification: Amplification,
-    /// σ rule.
+    /// How σ is derived from the per-iteration (ε, δ).
     pub gaussian: GaussianCalibration,
 }
 

@@ -88,13 +88,13 @@ pub struct WideTable {
     pub init_std: f64,
     /// Expected batch size b (Poisson rate b/n).
     pub batch_size: usize,
-    /// S₁.
+    /// S₁, the per-example clipping norm of the noisy gradient.
     pub clip: f64,
-    /// Adam's η.
+    /// Adam's learning rate η.
     pub lr: f64,
-    /// Epochs.
+    /// Passes over the training pairs.
     pub epochs: u32,
-    /// δ.
+    /// The δ of every method's ε.
     pub delta: f64,
     /// Canaries.
     pub canaries: CanaryConfig,

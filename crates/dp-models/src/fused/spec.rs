@@ -9,9 +9,9 @@ pub enum LayerSpec {
     Conv2d {
         /// Output channels.
         out_channels: usize,
-        /// Kernel size.
+        /// The kernel's side, in pixels.
         kernel: usize,
-        /// Stride.
+        /// Pixels between successive kernel positions, in both directions.
         stride: usize,
         /// Zero padding on every side.
         padding: usize,
@@ -21,22 +21,22 @@ pub enum LayerSpec {
         /// Output features.
         out_features: usize,
     },
-    /// tanh.
+    /// The elementwise hyperbolic tangent.
     Tanh,
-    /// ReLU.
+    /// The elementwise `max(x, 0)`.
     Relu,
     /// Max pooling (square window), PyTorch's tie rule (first maximum wins).
     MaxPool {
-        /// Window size.
+        /// The window's side, in pixels.
         kernel: usize,
-        /// Stride.
+        /// Pixels between successive windows, in both directions.
         stride: usize,
     },
     /// Average pooling (square window, no padding).
     AvgPool {
-        /// Window size.
+        /// The window's side, in pixels.
         kernel: usize,
-        /// Stride.
+        /// Pixels between successive windows, in both directions.
         stride: usize,
     },
     /// Flattens (height, width, channels) into one vector.

@@ -9,27 +9,27 @@ use crate::error::{Error, Result};
 pub enum Stage {
     /// A parametric layer.
     Layer(Box<dyn DpLayer>),
-    /// tanh.
+    /// The elementwise hyperbolic tangent.
     Tanh,
-    /// ReLU.
+    /// The elementwise `max(x, 0)`.
     Relu,
     /// Max pooling on NCHW, any stride (through index_select windows, which have an
     /// exact backward; Candle's own pooling backward does not handle every geometry).
     MaxPool {
-        /// Window.
+        /// The window's side, in pixels.
         kernel: usize,
-        /// Stride.
+        /// Pixels between successive windows, in both directions.
         stride: usize,
     },
     /// (B, C, H, W) → (B, C·H·W), PyTorch's order.
     Flatten,
     /// Reshapes flat inputs (B, C·H·W) to images (B, C, H, W).
     Image {
-        /// Channels.
+        /// C, the image's channels.
         channels: usize,
-        /// Height.
+        /// H, its height in pixels.
         height: usize,
-        /// Width.
+        /// W, its width in pixels.
         width: usize,
     },
 }

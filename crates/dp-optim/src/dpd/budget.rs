@@ -50,9 +50,9 @@ pub enum GaussianCalibration {
 /// A DPD budget: what the paper calibrates σ from.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DpdBudget {
-    /// ε_tot.
+    /// ε_tot, the whole run's ε that the per-iteration budget is derived from.
     pub epsilon_total: f64,
-    /// δ_tot.
+    /// δ_tot, the whole run's δ (advanced composition spends δ′ of it).
     pub delta_total: f64,
     /// δ′, advanced composition's slack (the paper's experiments: δ_tot/2 in the stand-in).
     pub delta_prime: f64,

@@ -22,9 +22,9 @@ pub struct DropoutRates {
     pub mean: f64,
     /// Quantiles 10 %, 50 %, 90 %.
     pub p10: f64,
-    /// Median.
+    /// The median α.
     pub median: f64,
-    /// 90 %.
+    /// The 90th percentile of α.
     pub p90: f64,
     /// Weights with θ² below 1e-12, whose θ² was clamped to 1e-12.
     pub clamped: usize,

@@ -14,7 +14,7 @@ use super::embedding::SharedEmbedding;
 pub struct Canary {
     /// c₀ c₁ c₂.
     pub words: [u32; 3],
-    /// n_c.
+    /// n_c, how many times the canary is inserted into the training pairs.
     pub copies: usize,
 }
 
