@@ -7,7 +7,7 @@ use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use super::f32_slice;
-use super::kernels::vectorized;
+use super::kernels::{self, vectorized};
 
 /// Rows per parallel task when there is a single group.
 const ROWS_PER_TASK: usize = 256;
@@ -23,11 +23,7 @@ pub(crate) fn row_sums(x: &Tensor) -> candle_core::Result<Tensor> {
 fn add_rows(rows: &[f32], d: usize, out: &mut [f32]) {
     vectorized(
         #[inline(always)]
-        || {
-            for row in rows.chunks_exact(d) {
-                out.iter_mut().zip(row).for_each(|(o, &v)| *o += v);
-            }
-        },
+        || kernels::add_rows(rows, d, out),
     );
 }
 

@@ -4,7 +4,7 @@ use rayon::prelude::*;
 
 use super::super::spec::{size, Kind, LayerPlan, NetSpec};
 use super::workspace::{chunk_len, conv_cout, Workspace, CHUNKS};
-use crate::cpu::kernels::{dot, matmul, tanh_fast, vectorized, Mat, Patches};
+use crate::cpu::kernels::{add_to_rows, dot, matmul, tanh_fast, vectorized, Mat, Patches};
 
 /// Runs the forward on `batch` samples of `x` (NCHW, as datasets store images) and
 /// returns the logits (batch × outputs); activations stay in `ws` for the backward.
@@ -201,10 +201,7 @@ fn conv_forward(
             col_stride: 1,
         },
     );
-    let bias = &kernel[taps * cout..][..cout];
-    for row in out.chunks_exact_mut(cout) {
-        row.iter_mut().zip(bias).for_each(|(o, &b)| *o += b);
-    }
+    add_to_rows(out, &kernel[taps * cout..][..cout]);
 }
 
 /// A linear layer on one sample: each output is its row's bias plus a dot product, the

@@ -2,7 +2,7 @@
 //! norms' ingredients and input gradients.
 
 use super::super::spec::LayerPlan;
-use crate::cpu::kernels::{matmul, sum_of_squares, Mat, Patches};
+use crate::cpu::kernels::{add_rows, matmul, sum_of_squares, Mat, Patches};
 
 /// One sample's linear weight gradient `g ⊗ [a; 1]` into `region` (nout × (nin + 1)).
 #[inline(always)]
@@ -91,9 +91,7 @@ pub(super) fn conv_weight_gradient(
     );
     let bias = &mut bias[..cout];
     bias.fill(0.0);
-    for row in grad_out[..rows * cout].chunks_exact(cout) {
-        bias.iter_mut().zip(row).for_each(|(b, &g)| *b += g);
-    }
+    add_rows(&grad_out[..rows * cout], cout, bias);
     for (o, &b) in bias.iter().enumerate() {
         let d = &mut dst[o * (taps + 1) + taps];
         *d = if accumulate { *d + b } else { b };
