@@ -1,14 +1,14 @@
 //! What a table's runs show at a glance, for the reproduction's closing summary: the best
 //! final metric of the private and of the non-private runs (a smoke run that learned is
-//! told apart from a broken install at once). This is the default of
-//! [`crate::table_kind::TableKind::shows`]; a paper's kind of table may say more.
+//! told apart from a broken install at once): the line of a table whose kind has none of
+//! its own ([`crate::table_kind::TableKind::shows`]).
 
 use serde_json::Value;
 
 use crate::report::TableReport;
 
 /// The best final metric of `report`'s private and of its non-private runs, from its
-/// raw data (the default of [`crate::table_kind::TableKind::shows`]).
+/// raw data.
 pub fn best_metrics(report: &TableReport) -> Option<String> {
     summarise(&report.table, &report.columns, &report.data)
 }

@@ -75,9 +75,10 @@ pub trait TableKind: Any + std::fmt::Debug + Send + Sync {
         started: Instant,
     ) -> Result<TableReport>;
 
-    /// One line on what the table's runs reached, for the closing summary; by default the
-    /// best final metric of its private and non-private runs.
-    fn shows(&self, report: &TableReport) -> Option<String> {
-        crate::shows::best_metrics(report)
+    /// The kind's own line on what the table's runs reached, for the closing summary;
+    /// where it has none (the default), the harness shows the best final metric of the
+    /// private and non-private runs ([`crate::shows::best_metrics`]).
+    fn shows(&self, _report: &TableReport) -> Option<String> {
+        None
     }
 }

@@ -27,7 +27,6 @@ impl TableKind for LmTable {
 
     fn shows(&self, report: &TableReport) -> Option<String> {
         lm_perplexities(&report.table, &report.columns, &report.rows)
-            .or_else(|| crate::shows::best_metrics(report))
     }
 }
 

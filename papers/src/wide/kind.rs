@@ -26,7 +26,6 @@ impl TableKind for WideTable {
 
     fn shows(&self, report: &TableReport) -> Option<String> {
         wide_losses(&report.table, &report.columns, &report.rows)
-            .or_else(|| crate::shows::best_metrics(report))
     }
 }
 
