@@ -28,6 +28,7 @@ mod config_checks;
 mod fixture_paper_test;
 mod index;
 mod jobs;
+mod lock_file;
 #[cfg(test)]
 mod page_numbers;
 mod plot;

@@ -1,19 +1,43 @@
 //! The private transformer language model's tables as a kind of table (`"kind": "lm"`):
 //! its runs are the longest of all, so each is one scheduling unit, scheduled first (a
-//! sweep's candidates before its runs); its closing line is each run's test perplexity
-//! and audited ε lower bound.
+//! sweep's candidates before its runs) — but for the runs from the pretrained weights
+//! after the first, which would only wait for the pretraining that the first one does
+//! (`pretrain.rs`), and so are scheduled last; its closing line is each run's test
+//! perplexity and audited ε lower bound.
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use anyhow::Result;
 
-use super::{lm_report, LmTable};
+use super::{lm_report, LmRun, LmTable, Start};
+use crate::args::ReproduceArgs;
 use crate::report::{RunHeader, TableReport};
-use crate::table_kind::{TableContext, TableKind};
+use crate::table_kind::{RunUnit, TableContext, TableKind};
 
 impl TableKind for LmTable {
     fn run_labels(&self) -> Vec<&str> {
         self.labels().collect()
+    }
+
+    fn units(&self, args: &ReproduceArgs, _: &mut BTreeSet<String>) -> Result<Vec<RunUnit>> {
+        let mut pretrains = true;
+        let mut waits =
+            |run: &LmRun| run.start == Start::Pretrained && !std::mem::take(&mut pretrains);
+        let candidates = self
+            .sweep
+            .iter()
+            .flat_map(|s| &s.runs)
+            .map(|run| (run, false));
+        let runs = self.runs.iter().map(|run| (run, waits(run)));
+        Ok(candidates
+            .chain(runs)
+            .filter(|(run, _)| args.may_train(&run.label))
+            .map(|(run, waits)| RunUnit {
+                label: run.label.clone(),
+                estimate: if waits { 0 } else { u64::MAX },
+            })
+            .collect())
     }
 
     fn report(

@@ -7,7 +7,7 @@
 //! of public data; no charge).
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use candle_core::Device;
@@ -26,6 +26,7 @@ use super::rows::TokenRows;
 use super::train::initialise;
 use super::{LmProfile, LmTable, PublicPart};
 use crate::atomic_file::write_atomically;
+use crate::lock_file::LockFile;
 use crate::run_cache::RunCache;
 
 /// The record of one pretraining.
@@ -99,16 +100,29 @@ pub fn pretrained(
             false => None,
         });
     }
-    if weights.exists() && record.exists() {
-        return Ok(Some(Pretraining {
+    let trained = || -> Result<Option<Pretraining>> {
+        if !(weights.exists() && record.exists()) {
+            return Ok(None);
+        }
+        Ok(Some(Pretraining {
             record: read_record()?,
             weights: Some(StateDict::read(&weights)?),
-        }));
+        }))
+    };
+    if let Some(done) = trained()? {
+        return Ok(Some(done));
+    }
+    // One worker pretrains; another that needs the weights meanwhile waits for them
+    // instead of training the same weights beside it.
+    let _lock = LockFile::acquire(
+        &runs_dir.join(format!("pretrained-{key}.lock")),
+        Duration::from_secs(10),
+    )?;
+    if let Some(done) = trained()? {
+        return Ok(Some(done));
     }
     let (state, r) = pretrain(table, public, profile, corpus.vocab, rows)?;
-    // A file of this process's own: with `--jobs`, two workers may pretrain at once, and
-    // one truncating a shared partial file while the other renames it would publish a
-    // torn file. Each renames a complete file of its own (the same weights either way).
+    // Renamed whole, so that a kill never leaves a torn weights file under the final name.
     let partial = weights.with_extension(format!("{}.partial", std::process::id()));
     state.write(&partial)?;
     std::fs::rename(&partial, &weights)?;
