@@ -75,6 +75,44 @@ fn lm_perplexities(table: &str, columns: &[String], rows: &[Vec<String>]) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::{Jobs, Profile};
+
+    /// The fine-tuning table: its sweep's candidates and the runs that do not wait for the
+    /// pretraining first, its first run from the weights among them (it pretrains), the
+    /// other runs from the weights last.
+    #[test]
+    fn runs_waiting_for_the_pretraining_are_scheduled_last() -> Result<()> {
+        let (tables, _) = crate::table::load_paper("lm")?;
+        let config = tables
+            .iter()
+            .find(|t| t.heading.id == "transformer-lm-finetune")
+            .expect("the fine-tuning table");
+        let table: &LmTable = config.kind().expect("an LM table");
+        let args = ReproduceArgs {
+            paper: "lm".into(),
+            profile: Profile::Full,
+            seeds: 1,
+            out: std::env::temp_dir(),
+            only: None,
+            list: false,
+            cached_only: false,
+            runs: Vec::new(),
+            jobs: Some(Jobs::Workers(2)),
+            page: None,
+        };
+        let units = table.units(&args, &mut BTreeSet::new())?;
+        let from_weights: Vec<&str> = (table.runs.iter())
+            .filter(|r| r.start == Start::Pretrained)
+            .map(|r| r.label.as_str())
+            .collect();
+        assert!(from_weights.len() >= 2);
+        assert_eq!(units.len(), table.labels().count());
+        for unit in &units {
+            let waits = from_weights[1..].contains(&unit.label.as_str());
+            assert_eq!(unit.estimate, if waits { 0 } else { u64::MAX }, "{}", unit.label);
+        }
+        Ok(())
+    }
 
     #[test]
     fn lm_test_perplexities_and_audits() {
