@@ -84,11 +84,11 @@ mod tests {
     }
 
     #[test]
-    fn a_lock_is_exclusive_until_dropped() {
+    fn a_lock_is_exclusive_until_dropped() -> Result<()> {
         let path = scratch("exclusive");
-        let held = LockFile::acquire(&path, Duration::from_millis(5)).unwrap();
+        let held = LockFile::acquire(&path, Duration::from_millis(5))?;
         assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
+            std::fs::read_to_string(&path)?,
             std::process::id().to_string()
         );
         let waiter = {
@@ -98,25 +98,27 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         assert!(!waiter.is_finished(), "the lock was taken twice");
         drop(held);
-        let second = waiter.join().unwrap().unwrap();
+        let second = waiter.join().expect("the waiter ran")?;
         assert!(path.exists());
         drop(second);
         assert!(!path.exists());
+        Ok(())
     }
 
     #[test]
-    fn a_dead_holders_lock_is_taken_over() {
+    fn a_dead_holders_lock_is_taken_over() -> Result<()> {
         if !Path::new("/proc/self").exists() {
-            return;
+            return Ok(());
         }
         let path = scratch("dead-holder");
         // A process id above Linux's pid_max (2^22) never names a live process.
-        std::fs::write(&path, "4194305").unwrap();
-        let lock = LockFile::acquire(&path, Duration::from_millis(5)).unwrap();
+        std::fs::write(&path, "4194305")?;
+        let lock = LockFile::acquire(&path, Duration::from_millis(5))?;
         assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
+            std::fs::read_to_string(&path)?,
             std::process::id().to_string()
         );
         drop(lock);
+        Ok(())
     }
 }
