@@ -77,25 +77,77 @@ pub enum ModelChoice {
     MnistMlp1000,
 }
 
-/// NoisySGD or NoisyAdam.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// A training run's algorithm: dp-optim's own, which the harness runs itself, or one a
+/// paper registers ([`crate::paper_algorithm`]). Written in a config by its kebab-case
+/// name; an unknown name is refused with the known ones listed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
-    /// Algorithm 1.
+    /// NoisySGD (the GDP paper's Algorithm 1, `dp_optim::gdp`).
     NoisySgd,
-    /// Algorithm 2 (β₁ 0.9, β₂ 0.999, ξ 1e-8).
+    /// NoisyAdam (its Algorithm 2: β₁ 0.9, β₂ 0.999, ξ 1e-8).
     NoisyAdam,
     /// DP-SGD with the table's momentum (Abadi et al. 2016).
     DpSgd,
-    /// SA-DPSGD: DP-SGD plus the simulated-annealing acceptance test; its `epochs` count
-    /// accepted steps, as the paper's budget does.
-    SaDpsgd,
-    /// DPD (differentially private dropout): SGLD-form steps, noise 2Cσ on the clipped sum,
-    /// σ calibrated from the run's `dpd` budget.
+    /// DPD (differentially private dropout, `dp_optim::dpd`): SGLD-form steps, noise 2Cσ
+    /// on the clipped sum, σ calibrated from the run's `dpd` budget.
     Dpd,
     /// Non-private SGD with Gaussian weight dropout `θ ⊙ (1 + √α ξ)` (the run's
     /// `gaussian_dropout` α).
     GaussianDropout,
+    /// An algorithm a paper registers, by its name: DP-SGD's engine configuration, its
+    /// own hooks (`TableAlgorithm`), cost factor and columns.
+    Paper(&'static str),
+}
+
+impl Algorithm {
+    /// dp-optim's algorithms.
+    pub const OWN: [Algorithm; 5] = [
+        Algorithm::NoisySgd,
+        Algorithm::NoisyAdam,
+        Algorithm::DpSgd,
+        Algorithm::Dpd,
+        Algorithm::GaussianDropout,
+    ];
+
+    /// Its name in a config (and in a run's cache key).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::NoisySgd => "noisy-sgd",
+            Algorithm::NoisyAdam => "noisy-adam",
+            Algorithm::DpSgd => "dp-sgd",
+            Algorithm::Dpd => "dpd",
+            Algorithm::GaussianDropout => "gaussian-dropout",
+            Algorithm::Paper(name) => name,
+        }
+    }
+
+    /// The algorithm named `name`: dp-optim's, or a registered paper's.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::OWN
+            .into_iter()
+            .find(|own| own.name() == name)
+            .or_else(|| crate::paper_algorithm::find(name).map(|a| Algorithm::Paper(a.name)))
+    }
+}
+
+impl Serialize for Algorithm {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Algorithm {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Algorithm::from_name(&name).ok_or_else(|| {
+            let own = Self::OWN.into_iter().map(Algorithm::name);
+            let known: Vec<&str> = own.chain(crate::paper_algorithm::names()).collect();
+            serde::de::Error::custom(format!(
+                "unknown algorithm `{name}`: known are {}",
+                known.join(", ")
+            ))
+        })
+    }
 }
 
 /// How a training table draws its batches.

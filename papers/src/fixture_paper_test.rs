@@ -8,7 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use dp_models::nn::{ModuleClassifier, Sequential};
+
 use crate::args::{Jobs, Profile, ReproduceArgs};
+use crate::config::{Algorithm, RunConfig};
+use crate::paper_algorithm;
 
 fn args(out: PathBuf) -> ReproduceArgs {
     ReproduceArgs {
@@ -38,6 +42,29 @@ fn a_fixture_papers_own_kind_of_table_runs_through_the_harness() -> Result<()> {
     Ok(())
 }
 
+/// The fixture paper's training-table algorithm is known by name: a run config naming it
+/// reads, the scheduler costs it by its factor, its column joins a table once, and the
+/// harness builds it for a run.
+#[test]
+fn a_fixture_papers_own_algorithm_is_found_by_name() -> Result<()> {
+    let run: RunConfig = serde_json::from_str(
+        r#"{"label": "a", "sigma": 1.0, "epochs": 1, "algorithm": "toy-sgd"}"#,
+    )?;
+    let algorithm = run.algorithm.expect("the run names its algorithm");
+    assert_eq!(algorithm, Algorithm::Paper("toy-sgd"));
+    assert_eq!(serde_json::to_string(&algorithm)?, r#""toy-sgd""#);
+    assert_eq!(paper_algorithm::cost_factor(algorithm), 2);
+    let columns = paper_algorithm::extra_columns([Algorithm::DpSgd, algorithm, algorithm]);
+    assert_eq!(
+        columns.iter().map(|c| c.heading).collect::<Vec<_>>(),
+        ["toy steps"]
+    );
+    type Model = ModuleClassifier<Sequential>;
+    assert!(paper_algorithm::table_algorithm::<Model>(algorithm, &run).is_some());
+    assert!(paper_algorithm::table_algorithm::<Model>(Algorithm::DpSgd, &run).is_none());
+    Ok(())
+}
+
 /// The files of `dir` (recursively) with extension `rs`.
 fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -60,7 +87,7 @@ fn no_shared_file_names_the_fixture_paper() -> Result<()> {
     let this = root.join("src/fixture_paper_test.rs");
     for file in files.iter().filter(|f| **f != this) {
         let text = std::fs::read_to_string(file)?;
-        for name in ["toy::", "mod toy", "toy-squares", "Squares"] {
+        for name in ["toy::", "mod toy", "toy-squares", "Squares", "toy-sgd"] {
             assert!(
                 !text.contains(name),
                 "{} names the fixture paper ({name})",

@@ -12,12 +12,11 @@
 //! configs, the kinds of table (`table_kind`, `registry`), the training-run driver
 //! (`training`), runs × seeds → table (`training_table`), reports, plots, the summary
 //! page — is the rest of `src/`; it reads a table through `table_kind::TableKind`, runs a
-//! paper's algorithm through the hooks of `training::TableAlgorithm`, and `algorithms`
-//! lists which paper provides which algorithm.
+//! paper's algorithm through the hooks of `training::TableAlgorithm`, and finds it by name
+//! among those the papers register (`paper_algorithm`, gathered by build.rs).
 //! docs/reproduction/README.md says why this is a crate and what a new paper touches.
 
 mod accounting;
-mod algorithms;
 mod args;
 mod atomic_file;
 mod claim_box;
@@ -31,6 +30,7 @@ mod jobs;
 mod lock_file;
 #[cfg(test)]
 mod page_numbers;
+mod paper_algorithm;
 mod plot;
 mod progress;
 mod provenance;

@@ -109,7 +109,12 @@ mod tests {
         assert_eq!(units.len(), table.labels().count());
         for unit in &units {
             let waits = from_weights[1..].contains(&unit.label.as_str());
-            assert_eq!(unit.estimate, if waits { 0 } else { u64::MAX }, "{}", unit.label);
+            assert_eq!(
+                unit.estimate,
+                if waits { 0 } else { u64::MAX },
+                "{}",
+                unit.label
+            );
         }
         Ok(())
     }

@@ -8,6 +8,8 @@ use dp_optim::annealing::{annealed_accounting, AnnealingConfig, SaDpsgd};
 
 use crate::training::{AlgorithmReadings, EpochContext, EpochRecord, ExtraColumn, TableAlgorithm};
 
+pub mod table_algorithms;
+
 /// Iterations allowed per accepted step of the budget: a run that rarely accepts still
 /// ends (also the scheduler's cost factor).
 pub const ITERATIONS_PER_UPDATE: u64 = 3;

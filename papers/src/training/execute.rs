@@ -85,12 +85,13 @@ impl Run<'_> {
         self.result(&plan, &engine, observer, test, &layers)
     }
 
-    /// The algorithm the run names: one a paper provides (`crate::algorithms`), DPD, the
-    /// dropout baseline, or DP-SGD.
+    /// The algorithm the run names: one a paper provides (`crate::paper_algorithm`), DPD,
+    /// the dropout baseline, or DP-SGD.
     fn algorithm_of<M: Classifier>(&self, plan: &Plan) -> Box<dyn TableAlgorithm<M>> {
         let private = plan.config.privacy.is_some();
         if private {
-            if let Some(paper) = crate::algorithms::paper_algorithm(self.algorithm(), self.run) {
+            if let Some(paper) = crate::paper_algorithm::table_algorithm(self.algorithm(), self.run)
+            {
                 return paper;
             }
         }

@@ -85,7 +85,8 @@ impl Run<'_> {
                 dpd = Some(training_loop);
                 training_loop.train_config()?
             }
-            Algorithm::DpSgd | Algorithm::SaDpsgd | Algorithm::GaussianDropout => TrainConfig {
+            // A paper's algorithm runs on DP-SGD's configuration; its hooks add the rest.
+            Algorithm::DpSgd | Algorithm::Paper(_) | Algorithm::GaussianDropout => TrainConfig {
                 sampler,
                 privacy: Some(PrivacyConfig {
                     noise_multiplier: training.noise_multiplier,

@@ -1,7 +1,7 @@
 //! What a paper's algorithm adds to a training-table run beside its step: its own stop
 //! count and iteration cap, readings per epoch, state for the partial file, and the
 //! table columns they fill. The shared harness calls these hooks and names no
-//! algorithm; each paper provides its implementation (`crate::algorithms` lists them).
+//! algorithm; each paper provides its implementation (`crate::paper_algorithm`).
 
 use anyhow::Result;
 use dp_models::Classifier;

@@ -62,5 +62,6 @@ fn estimate(table: &TrainingTable, run: &RunConfig, profile: Profile) -> u64 {
         Profile::Smoke => table.smoke.epochs,
         Profile::Full => run.epochs,
     };
-    u64::from(epochs) * crate::algorithms::cost_factor(run.algorithm.unwrap_or(table.algorithm))
+    u64::from(epochs)
+        * crate::paper_algorithm::cost_factor(run.algorithm.unwrap_or(table.algorithm))
 }

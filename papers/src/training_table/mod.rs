@@ -44,8 +44,9 @@ pub fn training_report(
     started: Instant,
 ) -> Result<TableReport> {
     let t = cx.training;
-    let extra =
-        crate::algorithms::extra_columns(t.runs.iter().map(|r| r.algorithm.unwrap_or(t.algorithm)));
+    let extra = crate::paper_algorithm::extra_columns(
+        t.runs.iter().map(|r| r.algorithm.unwrap_or(t.algorithm)),
+    );
     let columns = rows::columns(t, &extra);
     let data = match load_data(t.dataset)? {
         Ok(d) => d,

@@ -1,0 +1,105 @@
+//! The training tables' algorithms that papers provide. A paper directory with a
+//! `table_algorithms.rs` registers its own there (its `ALGORITHMS` and `build`, gathered
+//! by build.rs), so the harness names none; a table config names one by its `name` in
+//! `algorithm`, beside dp-optim's own ([`crate::config::Algorithm`]).
+
+use dp_models::Classifier;
+
+use crate::config::{Algorithm, RunConfig};
+use crate::training::{ExtraColumn, TableAlgorithm};
+
+/// An algorithm a paper provides to the training tables.
+#[derive(Debug)]
+pub struct PaperAlgorithm {
+    /// Its name in a table config's `algorithm` (kebab-case, unique among all).
+    pub name: &'static str,
+    /// Iterations a run may take per update of its budget: the scheduler's cost factor.
+    pub iterations_per_update: u64,
+    /// The columns it adds to a table that runs it, in order.
+    pub columns: &'static [ExtraColumn],
+}
+
+// `paper_algorithms()` and `paper_table_algorithm::<M>()`, written by build.rs.
+include!(concat!(env!("OUT_DIR"), "/paper_algorithms.rs"));
+
+/// The registered algorithm named `name`.
+pub fn find(name: &str) -> Option<&'static PaperAlgorithm> {
+    paper_algorithms().into_iter().find(|a| a.name == name)
+}
+
+/// Every registered algorithm's name.
+pub fn names() -> Vec<&'static str> {
+    paper_algorithms().iter().map(|a| a.name).collect()
+}
+
+/// The table algorithm a paper provides for a private run of `algorithm` with the run's
+/// settings; `None` for dp-optim's own.
+pub fn table_algorithm<M: Classifier>(
+    algorithm: Algorithm,
+    run: &RunConfig,
+) -> Option<Box<dyn TableAlgorithm<M>>> {
+    match algorithm {
+        Algorithm::Paper(name) => paper_table_algorithm::<M>(name, run),
+        _ => None,
+    }
+}
+
+/// The scheduler's cost factor of a run of `algorithm`: iterations per update of its
+/// budget (1 for dp-optim's own).
+pub fn cost_factor(algorithm: Algorithm) -> u64 {
+    match algorithm {
+        Algorithm::Paper(name) => find(name).map_or(1, |a| a.iterations_per_update),
+        _ => 1,
+    }
+}
+
+/// The columns a table's algorithms add: each paper algorithm's, in order of first
+/// appearance, each once.
+pub fn extra_columns(algorithms: impl IntoIterator<Item = Algorithm>) -> Vec<ExtraColumn> {
+    let mut seen = Vec::new();
+    for algorithm in algorithms {
+        if let Algorithm::Paper(name) = algorithm {
+            if !seen.contains(&name) {
+                seen.push(name);
+            }
+        }
+    }
+    seen.into_iter()
+        .filter_map(find)
+        .flat_map(|a| a.columns.iter().copied())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dp_optims_algorithms_read_back_by_name() {
+        for own in Algorithm::OWN {
+            assert_eq!(Algorithm::from_name(own.name()), Some(own));
+        }
+        let refused = serde_json::from_str::<Algorithm>("\"dp-sgdd\"").err();
+        let message = refused.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            message.contains("unknown algorithm `dp-sgdd`: known are noisy-sgd"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn every_paper_algorithm_has_one_name_apart_from_dp_optims() {
+        let mut names = names();
+        names.sort_unstable();
+        let all = names.len();
+        names.dedup();
+        assert_eq!(names.len(), all, "{names:?}");
+        for name in names {
+            assert_eq!(Algorithm::from_name(name), Some(Algorithm::Paper(name)));
+            assert!(
+                !Algorithm::OWN.iter().any(|own| own.name() == name),
+                "{name}"
+            );
+        }
+    }
+}
