@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::by_name::{self, ByName};
+
 /// What every table states about itself: its number, id, title and caption.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TableHeading {
@@ -51,9 +53,10 @@ pub enum DatasetChoice {
     Cifar10,
 }
 
-/// Which model a training table trains.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// Which model a training table trains: one of dp-models' zoo, or one a paper registers
+/// ([`crate::paper_model`]). Written in a config by its kebab-case name; an unknown name
+/// is refused with the known ones listed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelChoice {
     /// The GDP paper's MNIST CNN (ReLU, conv1 padding 3 as the PyTorch twin), 26,010
     /// parameters, fused tier.
@@ -62,8 +65,6 @@ pub enum ModelChoice {
     AdultMlp,
     /// Embedding(10000, 16) → mean → Dense(16, ReLU) → Dense(2), the DP layers on the general path.
     ImdbEmbeddingAverage,
-    /// GMF(5) + MLP-part(10) embeddings → Dense(5), closed-form per-sample gradients.
-    Ncf,
     /// Tramèr & Boneh's MNIST CNN with tanh (26,010 parameters), fused tier.
     MnistCnnTanh,
     /// The same CNN with ReLU.
@@ -75,6 +76,64 @@ pub enum ModelChoice {
     /// 784 → 1000 (ReLU) → 10 MLP (Abadi et al. 2016's MNIST network without PCA; the DPD
     /// stand-in), 795,010 parameters, fused tier.
     MnistMlp1000,
+    /// A model a paper registers, by its name.
+    Paper(&'static str),
+}
+
+impl ModelChoice {
+    /// dp-models' zoo models.
+    pub const OWN: [ModelChoice; 8] = [
+        ModelChoice::GdpMnistCnn,
+        ModelChoice::AdultMlp,
+        ModelChoice::ImdbEmbeddingAverage,
+        ModelChoice::MnistCnnTanh,
+        ModelChoice::MnistCnnRelu,
+        ModelChoice::Cifar10CnnTanh,
+        ModelChoice::Cifar10CnnRelu,
+        ModelChoice::MnistMlp1000,
+    ];
+}
+
+impl ByName for ModelChoice {
+    const WHAT: &'static str = "model";
+
+    fn name(self) -> &'static str {
+        match self {
+            ModelChoice::GdpMnistCnn => "gdp-mnist-cnn",
+            ModelChoice::AdultMlp => "adult-mlp",
+            ModelChoice::ImdbEmbeddingAverage => "imdb-embedding-average",
+            ModelChoice::MnistCnnTanh => "mnist-cnn-tanh",
+            ModelChoice::MnistCnnRelu => "mnist-cnn-relu",
+            ModelChoice::Cifar10CnnTanh => "cifar10-cnn-tanh",
+            ModelChoice::Cifar10CnnRelu => "cifar10-cnn-relu",
+            ModelChoice::MnistMlp1000 => "mnist-mlp1000",
+            ModelChoice::Paper(name) => name,
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::OWN
+            .into_iter()
+            .find(|own| own.name() == name)
+            .or_else(|| crate::paper_model::find(name).map(|m| ModelChoice::Paper(m.name)))
+    }
+
+    fn known() -> Vec<&'static str> {
+        let own = Self::OWN.into_iter().map(ModelChoice::name);
+        own.chain(crate::paper_model::names()).collect()
+    }
+}
+
+impl Serialize for ModelChoice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        by_name::serialize(*self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        by_name::deserialize(deserializer)
+    }
 }
 
 /// A training run's algorithm: dp-optim's own, which the harness runs itself, or one a
@@ -108,9 +167,12 @@ impl Algorithm {
         Algorithm::Dpd,
         Algorithm::GaussianDropout,
     ];
+}
 
-    /// Its name in a config (and in a run's cache key).
-    pub fn name(self) -> &'static str {
+impl ByName for Algorithm {
+    const WHAT: &'static str = "algorithm";
+
+    fn name(self) -> &'static str {
         match self {
             Algorithm::NoisySgd => "noisy-sgd",
             Algorithm::NoisyAdam => "noisy-adam",
@@ -121,32 +183,28 @@ impl Algorithm {
         }
     }
 
-    /// The algorithm named `name`: dp-optim's, or a registered paper's.
-    pub fn from_name(name: &str) -> Option<Self> {
+    fn from_name(name: &str) -> Option<Self> {
         Self::OWN
             .into_iter()
             .find(|own| own.name() == name)
             .or_else(|| crate::paper_algorithm::find(name).map(|a| Algorithm::Paper(a.name)))
     }
+
+    fn known() -> Vec<&'static str> {
+        let own = Self::OWN.into_iter().map(Algorithm::name);
+        own.chain(crate::paper_algorithm::names()).collect()
+    }
 }
 
 impl Serialize for Algorithm {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
+        by_name::serialize(*self, serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for Algorithm {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
-        Algorithm::from_name(&name).ok_or_else(|| {
-            let own = Self::OWN.into_iter().map(Algorithm::name);
-            let known: Vec<&str> = own.chain(crate::paper_algorithm::names()).collect();
-            serde::de::Error::custom(format!(
-                "unknown algorithm `{name}`: known are {}",
-                known.join(", ")
-            ))
-        })
+        by_name::deserialize(deserializer)
     }
 }
 

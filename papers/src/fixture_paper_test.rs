@@ -8,11 +8,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use dp_mechanisms::NoiseSource;
+use dp_models::data::Dataset;
 use dp_models::nn::{ModuleClassifier, Sequential};
 
 use crate::args::{Jobs, Profile, ReproduceArgs};
-use crate::config::{Algorithm, RunConfig};
+use crate::config::{Algorithm, ModelChoice, RunConfig, TrainingTable};
 use crate::paper_algorithm;
+use crate::training::{run_cached, LoadedData};
 
 fn args(out: PathBuf) -> ReproduceArgs {
     ReproduceArgs {
@@ -65,6 +68,52 @@ fn a_fixture_papers_own_algorithm_is_found_by_name() -> Result<()> {
     Ok(())
 }
 
+/// A training table of the fixture paper's model and algorithm trains through the
+/// harness's run driver: the run ends with the algorithm's column read (its steps).
+#[test]
+fn a_fixture_papers_own_model_and_algorithm_train_a_run() -> Result<()> {
+    let table: TrainingTable = serde_json::from_value(serde_json::json!({
+        "dataset": "adult", "model": "toy-mlp", "algorithm": "toy-sgd", "lr": 0.1,
+        "batch_size": 20, "clip": 1.0, "delta": 1e-5, "realised_batch_normalisation": false,
+        "stop_max_mu": null, "metric": "accuracy", "runs": [],
+        "smoke": {"train_examples": 100, "test_examples": 20, "epochs": 1}
+    }))?;
+    assert_eq!(table.model, ModelChoice::Paper("toy-mlp"));
+    let run: RunConfig = serde_json::from_str(r#"{"label": "a", "sigma": 1.0, "epochs": 2}"#)?;
+    let data = LoadedData {
+        train: separable(100, 1),
+        test: separable(20, 2),
+        movielens: None,
+    };
+    let dir = std::env::temp_dir().join(format!("dp-papers-toy-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (result, cached) = run_cached(&dir, "toy", &table, &run, Profile::Full, 1, &data)?;
+    std::fs::remove_dir_all(&dir)?;
+    assert!(!cached);
+    assert_eq!(result.epochs.len(), 2);
+    let steps = paper_algorithm::extra_columns([table.algorithm])[0].reading;
+    assert_eq!(
+        steps(&result.epochs[1]),
+        Some(result.epochs[1].steps as f64)
+    );
+    Ok(())
+}
+
+/// `n` examples of 4 features in {0, 1}, the label the first feature.
+fn separable(n: usize, seed: u64) -> Dataset {
+    let mut noise = NoiseSource::seeded(seed);
+    let features: Vec<f32> = (0..n * 4)
+        .map(|_| f32::from(noise.uniform() < 0.5))
+        .collect();
+    let labels = (0..n).map(|i| features[i * 4] as u32).collect();
+    Dataset {
+        features,
+        labels,
+        shape: vec![4],
+        classes: 2,
+    }
+}
+
 /// The files of `dir` (recursively) with extension `rs`.
 fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -87,7 +136,14 @@ fn no_shared_file_names_the_fixture_paper() -> Result<()> {
     let this = root.join("src/fixture_paper_test.rs");
     for file in files.iter().filter(|f| **f != this) {
         let text = std::fs::read_to_string(file)?;
-        for name in ["toy::", "mod toy", "toy-squares", "Squares", "toy-sgd"] {
+        for name in [
+            "toy::",
+            "mod toy",
+            "toy-squares",
+            "Squares",
+            "toy-sgd",
+            "toy-mlp",
+        ] {
             assert!(
                 !text.contains(name),
                 "{} names the fixture paper ({name})",

@@ -19,6 +19,7 @@
 mod accounting;
 mod args;
 mod atomic_file;
+mod by_name;
 mod claim_box;
 mod config;
 #[cfg(test)]
@@ -31,6 +32,7 @@ mod lock_file;
 #[cfg(test)]
 mod page_numbers;
 mod paper_algorithm;
+mod paper_model;
 mod plot;
 mod progress;
 mod provenance;

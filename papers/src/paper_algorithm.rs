@@ -73,6 +73,7 @@ pub fn extra_columns(algorithms: impl IntoIterator<Item = Algorithm>) -> Vec<Ext
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::by_name::ByName;
 
     #[test]
     fn dp_optims_algorithms_read_back_by_name() {

@@ -3,15 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::gdp::ncf::{NcfModel, NcfShape};
 use crate::run_cache::RunCache;
 use anyhow::{Context, Result};
 use dp_accounting::OrderGrid;
 use dp_mechanisms::NoiseSource;
 use dp_models::data::{self, AdultSplit, Dataset, ImdbOptions, MovieLensShape};
-use dp_models::models::{
-    adult_mlp, cifar10_cnn, gdp_mnist_cnn, imdb_embedding_average, mlp, mnist_cnn, Activation,
-};
 use dp_optim::dpd::{DpdCalibration, DropoutRates, StepSizeSchedule};
 use dp_optim::{Checkpoint, Sampler};
 use serde::{Deserialize, Serialize};
@@ -24,6 +20,7 @@ use super::config::{
 
 mod epochs;
 mod execute;
+mod models;
 mod plan;
 #[cfg(test)]
 mod run_keys_test;
@@ -31,6 +28,7 @@ mod table_algorithm;
 #[cfg(test)]
 mod whole_ledger_test;
 
+pub use models::ModelRun;
 pub use table_algorithm::{AlgorithmReadings, EpochContext, ExtraColumn, TableAlgorithm};
 
 /// Train and test data of a table.
@@ -308,7 +306,7 @@ fn train(
         Profile::Full => run.epochs,
         Profile::Smoke => run.epochs.min(table.smoke.epochs),
     };
-    let mut noise = NoiseSource::seeded(seed);
+    let noise = NoiseSource::seeded(seed);
     let runner = Run {
         table,
         run,
@@ -317,65 +315,14 @@ fn train(
         key,
         partial,
     };
-    match run.model.unwrap_or(table.model) {
-        ModelChoice::MnistCnnTanh | ModelChoice::MnistCnnRelu => {
-            let activation = if run.model.unwrap_or(table.model) == ModelChoice::MnistCnnTanh {
-                Activation::Tanh
-            } else {
-                Activation::Relu
-            };
-            let model = mnist_cnn(activation, &mut noise)?;
-            let layers = model.taps().layer_ranges();
-            runner.execute(model, noise, &train, &test, None, layers)
-        }
-        ModelChoice::Cifar10CnnTanh | ModelChoice::Cifar10CnnRelu => {
-            let activation = if run.model.unwrap_or(table.model) == ModelChoice::Cifar10CnnTanh {
-                Activation::Tanh
-            } else {
-                Activation::Relu
-            };
-            let model = cifar10_cnn(activation, &mut noise)?;
-            let layers = model.taps().layer_ranges();
-            runner.execute(model, noise, &train, &test, None, layers)
-        }
-        ModelChoice::GdpMnistCnn => {
-            let model = gdp_mnist_cnn(&mut noise)?;
-            let layers = model.taps().layer_ranges();
-            runner.execute(model, noise, &train, &test, None, layers)
-        }
-        ModelChoice::MnistMlp1000 => {
-            let model = mlp(784, &[1000], 10, Activation::Relu, &mut noise)?;
-            let layers = model.taps().layer_ranges();
-            runner.execute(model, noise, &train, &test, None, layers)
-        }
-        ModelChoice::AdultMlp => {
-            let model = adult_mlp(&mut noise)?;
-            let layers = model.taps().layer_ranges();
-            runner.execute(model, noise, &train, &test, None, layers)
-        }
-        ModelChoice::ImdbEmbeddingAverage => {
-            let model =
-                imdb_embedding_average(ImdbOptions::GDP_PAPER.num_words, 16, 16, &mut noise)?;
-            // Bounds the (B, T, T) ghost-norm buffer of the embedding.
-            runner.execute(model, noise, &train, &test, Some(64), Vec::new())
-        }
-        ModelChoice::Ncf => {
-            let shape = data
-                .movielens
-                .context("the NCF model needs MovieLens's user and item counts")?;
-            let model = NcfModel::new(
-                NcfShape {
-                    users: shape.users,
-                    items: shape.items,
-                    gmf_dim: 5,
-                    mlp_dim: 10,
-                    classes: 5,
-                },
-                &mut noise,
-            )?;
-            runner.execute(model, noise, &train, &test, None, Vec::new())
-        }
-    }
+    let cx = ModelRun {
+        runner: &runner,
+        noise,
+        train: &train,
+        test: &test,
+        data,
+    };
+    models::train_model(cx, run.model.unwrap_or(table.model))
 }
 
 struct Run<'a> {
