@@ -3,8 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::by_name::{self, ByName};
-
 /// What every table states about itself: its number, id, title and caption.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TableHeading {
@@ -53,9 +51,9 @@ pub enum DatasetChoice {
     Cifar10,
 }
 
-/// Which model a training table trains: one of dp-models' zoo, or one a paper registers
-/// ([`crate::paper_model`]). Written in a config by its kebab-case name; an unknown name
-/// is refused with the known ones listed.
+/// Which model a training table trains: one of dp-models' zoo, or one a paper registers.
+/// Written in a config by its kebab-case name (`crate::paper_model` has the names and the
+/// registry); an unknown name is refused with the known ones listed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelChoice {
     /// The GDP paper's MNIST CNN (ReLU, conv1 padding 3 as the PyTorch twin), 26,010
@@ -94,51 +92,9 @@ impl ModelChoice {
     ];
 }
 
-impl ByName for ModelChoice {
-    const WHAT: &'static str = "model";
-
-    fn name(self) -> &'static str {
-        match self {
-            ModelChoice::GdpMnistCnn => "gdp-mnist-cnn",
-            ModelChoice::AdultMlp => "adult-mlp",
-            ModelChoice::ImdbEmbeddingAverage => "imdb-embedding-average",
-            ModelChoice::MnistCnnTanh => "mnist-cnn-tanh",
-            ModelChoice::MnistCnnRelu => "mnist-cnn-relu",
-            ModelChoice::Cifar10CnnTanh => "cifar10-cnn-tanh",
-            ModelChoice::Cifar10CnnRelu => "cifar10-cnn-relu",
-            ModelChoice::MnistMlp1000 => "mnist-mlp1000",
-            ModelChoice::Paper(name) => name,
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Self> {
-        Self::OWN
-            .into_iter()
-            .find(|own| own.name() == name)
-            .or_else(|| crate::paper_model::find(name).map(|m| ModelChoice::Paper(m.name)))
-    }
-
-    fn known() -> Vec<&'static str> {
-        let own = Self::OWN.into_iter().map(ModelChoice::name);
-        own.chain(crate::paper_model::names()).collect()
-    }
-}
-
-impl Serialize for ModelChoice {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        by_name::serialize(*self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for ModelChoice {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        by_name::deserialize(deserializer)
-    }
-}
-
 /// A training run's algorithm: dp-optim's own, which the harness runs itself, or one a
-/// paper registers ([`crate::paper_algorithm`]). Written in a config by its kebab-case
-/// name; an unknown name is refused with the known ones listed.
+/// paper registers. Written in a config by its kebab-case name (`crate::paper_algorithm`
+/// has the names and the registry); an unknown name is refused with the known ones listed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
     /// NoisySGD (the GDP paper's Algorithm 1, `dp_optim::gdp`).
@@ -167,45 +123,6 @@ impl Algorithm {
         Algorithm::Dpd,
         Algorithm::GaussianDropout,
     ];
-}
-
-impl ByName for Algorithm {
-    const WHAT: &'static str = "algorithm";
-
-    fn name(self) -> &'static str {
-        match self {
-            Algorithm::NoisySgd => "noisy-sgd",
-            Algorithm::NoisyAdam => "noisy-adam",
-            Algorithm::DpSgd => "dp-sgd",
-            Algorithm::Dpd => "dpd",
-            Algorithm::GaussianDropout => "gaussian-dropout",
-            Algorithm::Paper(name) => name,
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Self> {
-        Self::OWN
-            .into_iter()
-            .find(|own| own.name() == name)
-            .or_else(|| crate::paper_algorithm::find(name).map(|a| Algorithm::Paper(a.name)))
-    }
-
-    fn known() -> Vec<&'static str> {
-        let own = Self::OWN.into_iter().map(Algorithm::name);
-        own.chain(crate::paper_algorithm::names()).collect()
-    }
-}
-
-impl Serialize for Algorithm {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        by_name::serialize(*self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for Algorithm {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        by_name::deserialize(deserializer)
-    }
 }
 
 /// How a training table draws its batches.

@@ -4,7 +4,9 @@
 //! `algorithm`, beside dp-optim's own ([`crate::config::Algorithm`]).
 
 use dp_models::Classifier;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::by_name::{self, ByName};
 use crate::config::{Algorithm, RunConfig};
 use crate::training::{ExtraColumn, TableAlgorithm};
 
@@ -21,6 +23,45 @@ pub struct PaperAlgorithm {
 
 // `paper_algorithms()` and `paper_table_algorithm::<M>()`, written by build.rs.
 include!(concat!(env!("OUT_DIR"), "/paper_algorithms.rs"));
+
+impl ByName for Algorithm {
+    const WHAT: &'static str = "algorithm";
+
+    fn name(self) -> &'static str {
+        match self {
+            Algorithm::NoisySgd => "noisy-sgd",
+            Algorithm::NoisyAdam => "noisy-adam",
+            Algorithm::DpSgd => "dp-sgd",
+            Algorithm::Dpd => "dpd",
+            Algorithm::GaussianDropout => "gaussian-dropout",
+            Algorithm::Paper(name) => name,
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::OWN
+            .into_iter()
+            .find(|own| own.name() == name)
+            .or_else(|| find(name).map(|a| Algorithm::Paper(a.name)))
+    }
+
+    fn known() -> Vec<&'static str> {
+        let own = Self::OWN.into_iter().map(Algorithm::name);
+        own.chain(names()).collect()
+    }
+}
+
+impl Serialize for Algorithm {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        by_name::serialize(*self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Algorithm {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        by_name::deserialize(deserializer)
+    }
+}
 
 /// The registered algorithm named `name`.
 pub fn find(name: &str) -> Option<&'static PaperAlgorithm> {
@@ -73,7 +114,6 @@ pub fn extra_columns(algorithms: impl IntoIterator<Item = Algorithm>) -> Vec<Ext
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::by_name::ByName;
 
     #[test]
     fn dp_optims_algorithms_read_back_by_name() {

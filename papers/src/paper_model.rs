@@ -4,7 +4,10 @@
 //! dp-models' zoo ([`crate::config::ModelChoice`]).
 
 use anyhow::Result;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::by_name::{self, ByName};
+use crate::config::ModelChoice;
 use crate::training::{ModelRun, RunResult};
 
 /// A model a paper provides to the training tables.
@@ -20,6 +23,48 @@ pub struct PaperModel {
 // `paper_models()`, written by build.rs.
 include!(concat!(env!("OUT_DIR"), "/paper_models.rs"));
 
+impl ByName for ModelChoice {
+    const WHAT: &'static str = "model";
+
+    fn name(self) -> &'static str {
+        match self {
+            ModelChoice::GdpMnistCnn => "gdp-mnist-cnn",
+            ModelChoice::AdultMlp => "adult-mlp",
+            ModelChoice::ImdbEmbeddingAverage => "imdb-embedding-average",
+            ModelChoice::MnistCnnTanh => "mnist-cnn-tanh",
+            ModelChoice::MnistCnnRelu => "mnist-cnn-relu",
+            ModelChoice::Cifar10CnnTanh => "cifar10-cnn-tanh",
+            ModelChoice::Cifar10CnnRelu => "cifar10-cnn-relu",
+            ModelChoice::MnistMlp1000 => "mnist-mlp1000",
+            ModelChoice::Paper(name) => name,
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::OWN
+            .into_iter()
+            .find(|own| own.name() == name)
+            .or_else(|| find(name).map(|m| ModelChoice::Paper(m.name)))
+    }
+
+    fn known() -> Vec<&'static str> {
+        let own = Self::OWN.into_iter().map(ModelChoice::name);
+        own.chain(names()).collect()
+    }
+}
+
+impl Serialize for ModelChoice {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        by_name::serialize(*self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelChoice {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        by_name::deserialize(deserializer)
+    }
+}
+
 /// The registered model named `name`.
 pub fn find(name: &str) -> Option<&'static PaperModel> {
     paper_models().into_iter().find(|m| m.name == name)
@@ -33,8 +78,6 @@ pub fn names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::by_name::ByName;
-    use crate::config::ModelChoice;
 
     #[test]
     fn zoo_models_read_back_by_name() {
