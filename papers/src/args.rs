@@ -9,7 +9,7 @@ use serde::Serialize;
 /// Options of `cargo xtask reproduce`.
 #[derive(Debug, Args)]
 pub struct ReproduceArgs {
-    /// The paper: gdp, sa-dpsgd, dpd, wide, lm, or all.
+    /// The paper (its directory's name under papers/src; `--list` names them), or all.
     #[arg(default_value = "all")]
     pub paper: String,
     /// smoke: every table's pipeline on subsets and few epochs (minutes); full: the

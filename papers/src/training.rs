@@ -151,9 +151,10 @@ struct Partial {
     records: Vec<EpochRecord>,
     checkpoint: Checkpoint,
     wall_s: f64,
-    /// The algorithm's own state ([`TableAlgorithm::state`]; SA-DPSGD's counters).
-    #[serde(default)]
-    annealing: Option<serde_json::Value>,
+    /// The algorithm's own state ([`TableAlgorithm::state`], e.g. SA-DPSGD's counters);
+    /// read also under its earlier name, so a partial file written before resumes.
+    #[serde(default, alias = "annealing")]
+    algorithm_state: Option<serde_json::Value>,
 }
 
 /// The hash that identifies a run: every setting that reaches training, resolved (the

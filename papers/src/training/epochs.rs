@@ -167,7 +167,7 @@ impl EpochObserver<'_> {
             records: self.records.clone(),
             checkpoint: engine.checkpoint()?,
             wall_s,
-            annealing: algorithm.state()?,
+            algorithm_state: algorithm.state()?,
         };
         write_atomically(self.partial, &serde_json::to_vec(&partial)?)?;
         Ok(self.stopped_by_mu || self.stop.finished(engine, algorithm, epoch))

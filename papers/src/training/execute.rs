@@ -119,7 +119,7 @@ impl Run<'_> {
             return Ok((Vec::new(), 0.0));
         };
         engine.restore(&p.checkpoint)?;
-        algorithm.restore(p.annealing)?;
+        algorithm.restore(p.algorithm_state)?;
         Ok((p.records, p.wall_s))
     }
 
