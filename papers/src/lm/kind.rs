@@ -46,7 +46,7 @@ impl TableKind for LmTable {
         header: &dyn Fn(f64) -> RunHeader,
         _: Instant,
     ) -> Result<TableReport> {
-        lm_report(cx.paper, cx.heading, self, cx.out, cx.args, header)
+        lm_report(cx, self, header)
     }
 
     fn shows(&self, report: &TableReport) -> Option<String> {

@@ -14,22 +14,19 @@ use super::runs::{needs_weights, train_or_load};
 use super::sweep::{self, run_sweep};
 use super::train::LmResult;
 use super::{LmTable, Start};
-use crate::args::ReproduceArgs;
-use crate::config::TableHeading;
 use crate::plot::{line_plot, Series};
 use crate::report::{fmt, RunHeader, TableReport};
+use crate::table_kind::TableContext;
 
 mod findings;
 
 /// Runs (or reuses) every run of the table and writes its report.
 pub fn lm_report(
-    paper: &str,
-    heading: &TableHeading,
+    cx: &TableContext<'_>,
     table: &LmTable,
-    out: &Path,
-    args: &ReproduceArgs,
     header: impl Fn(f64) -> RunHeader,
 ) -> Result<TableReport> {
+    let (paper, heading, out, args) = (cx.paper, cx.heading, cx.out, cx.args);
     let started = Instant::now();
     let profile = table.profile(args.profile);
     let columns = columns(table);

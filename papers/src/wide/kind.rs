@@ -21,7 +21,7 @@ impl TableKind for WideTable {
         header: &dyn Fn(f64) -> RunHeader,
         _: Instant,
     ) -> Result<TableReport> {
-        wide_report(cx.paper, cx.heading, self, cx.out, cx.args, header)
+        wide_report(cx, self, header)
     }
 
     fn shows(&self, report: &TableReport) -> Option<String> {

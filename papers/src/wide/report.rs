@@ -22,19 +22,18 @@ use crate::args::{Profile, ReproduceArgs};
 use crate::config::TableHeading;
 use crate::plot::{line_plot, Series};
 use crate::report::{fmt, Comparison, RunHeader, Status, TableReport};
+use crate::table_kind::TableContext;
 
 /// A detailed table: heading, columns, rows.
 type Detail = (String, Vec<String>, Vec<Vec<String>>);
 
 /// Runs (or reuses) every method and writes the report.
 pub fn wide_report(
-    paper: &str,
-    table_config: &TableHeading,
+    cx: &TableContext<'_>,
     table: &WideTable,
-    out: &Path,
-    args: &ReproduceArgs,
     header: impl Fn(f64) -> RunHeader,
 ) -> Result<TableReport> {
+    let (paper, table_config, out, args) = (cx.paper, cx.heading, cx.out, cx.args);
     let profile = args.profile;
     let started = Instant::now();
     let columns = columns(table);
