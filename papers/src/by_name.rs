@@ -4,16 +4,30 @@
 
 use serde::{Deserialize, Deserializer, Serializer};
 
-/// A setting named in a config.
-pub trait ByName: Copy + Sized {
+/// A setting named in a config: the harness's own values, or one a paper registers.
+pub trait ByName: Copy + PartialEq + Sized + 'static {
     /// What it is, for the refusal of an unknown name ("algorithm").
     const WHAT: &'static str;
+    /// The harness's own values.
+    const OWN: &'static [Self];
     /// Its name in a config (and in a run's cache key).
     fn name(self) -> &'static str;
+    /// The value a paper registers under `name`.
+    fn registered(name: &str) -> Option<Self>;
+    /// Every name the papers register.
+    fn registered_names() -> Vec<&'static str>;
+
     /// The setting named `name`, the harness's own or a registered paper's.
-    fn from_name(name: &str) -> Option<Self>;
+    fn from_name(name: &str) -> Option<Self> {
+        let own = Self::OWN.iter().copied().find(|own| own.name() == name);
+        own.or_else(|| Self::registered(name))
+    }
+
     /// Every name it may take.
-    fn known() -> Vec<&'static str>;
+    fn known() -> Vec<&'static str> {
+        let own = Self::OWN.iter().map(|own| own.name());
+        own.chain(Self::registered_names()).collect()
+    }
 }
 
 /// Writes `value` as its name.
@@ -31,4 +45,40 @@ pub fn deserialize<'de, T: ByName, D: Deserializer<'de>>(deserializer: D) -> Res
             T::known().join(", ")
         ))
     })
+}
+
+/// `Serialize` and `Deserialize` of a [`ByName`] type, as its name.
+macro_rules! serde_by_name {
+    ($type:ty) => {
+        impl serde::Serialize for $type {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                $crate::by_name::serialize(*self, serializer)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $type {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                $crate::by_name::deserialize(deserializer)
+            }
+        }
+    };
+}
+pub(crate) use serde_by_name;
+
+/// Every own value reads back from its name; every registered name is unique, apart from
+/// the own names, and reads back as registered.
+#[cfg(test)]
+pub fn check_names<T: ByName + std::fmt::Debug>() {
+    for &own in T::OWN {
+        assert_eq!(T::from_name(own.name()), Some(own));
+    }
+    let mut names = T::registered_names();
+    names.sort_unstable();
+    let all = names.len();
+    names.dedup();
+    assert_eq!(names.len(), all, "{names:?}");
+    for name in names {
+        assert!(!T::OWN.iter().any(|own| own.name() == name), "{name}");
+        assert_eq!(T::from_name(name), T::registered(name));
+    }
 }

@@ -78,20 +78,6 @@ pub enum ModelChoice {
     Paper(&'static str),
 }
 
-impl ModelChoice {
-    /// dp-models' zoo models.
-    pub const OWN: [ModelChoice; 8] = [
-        ModelChoice::GdpMnistCnn,
-        ModelChoice::AdultMlp,
-        ModelChoice::ImdbEmbeddingAverage,
-        ModelChoice::MnistCnnTanh,
-        ModelChoice::MnistCnnRelu,
-        ModelChoice::Cifar10CnnTanh,
-        ModelChoice::Cifar10CnnRelu,
-        ModelChoice::MnistMlp1000,
-    ];
-}
-
 /// A training run's algorithm: dp-optim's own, which the harness runs itself, or one a
 /// paper registers. Written in a config by its kebab-case name (`crate::paper_algorithm`
 /// has the names and the registry); an unknown name is refused with the known ones listed.
@@ -112,17 +98,6 @@ pub enum Algorithm {
     /// An algorithm a paper registers, by its name: DP-SGD's engine configuration, its
     /// own hooks (`TableAlgorithm`), cost factor and columns.
     Paper(&'static str),
-}
-
-impl Algorithm {
-    /// dp-optim's algorithms.
-    pub const OWN: [Algorithm; 5] = [
-        Algorithm::NoisySgd,
-        Algorithm::NoisyAdam,
-        Algorithm::DpSgd,
-        Algorithm::Dpd,
-        Algorithm::GaussianDropout,
-    ];
 }
 
 /// How a training table draws its batches.

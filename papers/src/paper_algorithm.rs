@@ -4,7 +4,6 @@
 //! `algorithm`, beside dp-optim's own ([`crate::config::Algorithm`]).
 
 use dp_models::Classifier;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::by_name::{self, ByName};
 use crate::config::{Algorithm, RunConfig};
@@ -26,6 +25,14 @@ include!(concat!(env!("OUT_DIR"), "/paper_algorithms.rs"));
 
 impl ByName for Algorithm {
     const WHAT: &'static str = "algorithm";
+    /// dp-optim's algorithms.
+    const OWN: &'static [Self] = &[
+        Algorithm::NoisySgd,
+        Algorithm::NoisyAdam,
+        Algorithm::DpSgd,
+        Algorithm::Dpd,
+        Algorithm::GaussianDropout,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -38,39 +45,20 @@ impl ByName for Algorithm {
         }
     }
 
-    fn from_name(name: &str) -> Option<Self> {
-        Self::OWN
-            .into_iter()
-            .find(|own| own.name() == name)
-            .or_else(|| find(name).map(|a| Algorithm::Paper(a.name)))
+    fn registered(name: &str) -> Option<Self> {
+        find(name).map(|a| Algorithm::Paper(a.name))
     }
 
-    fn known() -> Vec<&'static str> {
-        let own = Self::OWN.into_iter().map(Algorithm::name);
-        own.chain(names()).collect()
+    fn registered_names() -> Vec<&'static str> {
+        paper_algorithms().iter().map(|a| a.name).collect()
     }
 }
 
-impl Serialize for Algorithm {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        by_name::serialize(*self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for Algorithm {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        by_name::deserialize(deserializer)
-    }
-}
+by_name::serde_by_name!(Algorithm);
 
 /// The registered algorithm named `name`.
 pub fn find(name: &str) -> Option<&'static PaperAlgorithm> {
     paper_algorithms().into_iter().find(|a| a.name == name)
-}
-
-/// Every registered algorithm's name.
-pub fn names() -> Vec<&'static str> {
-    paper_algorithms().iter().map(|a| a.name).collect()
 }
 
 /// The table algorithm a paper provides for a private run of `algorithm` with the run's
@@ -116,31 +104,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dp_optims_algorithms_read_back_by_name() {
-        for own in Algorithm::OWN {
-            assert_eq!(Algorithm::from_name(own.name()), Some(own));
-        }
+    fn algorithms_are_named_once_and_read_back() {
+        by_name::check_names::<Algorithm>();
         let refused = serde_json::from_str::<Algorithm>("\"dp-sgdd\"").err();
         let message = refused.map(|e| e.to_string()).unwrap_or_default();
         assert!(
             message.contains("unknown algorithm `dp-sgdd`: known are noisy-sgd"),
             "{message}"
         );
-    }
-
-    #[test]
-    fn every_paper_algorithm_has_one_name_apart_from_dp_optims() {
-        let mut names = names();
-        names.sort_unstable();
-        let all = names.len();
-        names.dedup();
-        assert_eq!(names.len(), all, "{names:?}");
-        for name in names {
-            assert_eq!(Algorithm::from_name(name), Some(Algorithm::Paper(name)));
-            assert!(
-                !Algorithm::OWN.iter().any(|own| own.name() == name),
-                "{name}"
-            );
-        }
     }
 }

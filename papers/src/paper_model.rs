@@ -4,7 +4,6 @@
 //! dp-models' zoo ([`crate::config::ModelChoice`]).
 
 use anyhow::Result;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::by_name::{self, ByName};
 use crate::config::ModelChoice;
@@ -25,6 +24,17 @@ include!(concat!(env!("OUT_DIR"), "/paper_models.rs"));
 
 impl ByName for ModelChoice {
     const WHAT: &'static str = "model";
+    /// dp-models' zoo models.
+    const OWN: &'static [Self] = &[
+        ModelChoice::GdpMnistCnn,
+        ModelChoice::AdultMlp,
+        ModelChoice::ImdbEmbeddingAverage,
+        ModelChoice::MnistCnnTanh,
+        ModelChoice::MnistCnnRelu,
+        ModelChoice::Cifar10CnnTanh,
+        ModelChoice::Cifar10CnnRelu,
+        ModelChoice::MnistMlp1000,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -40,39 +50,20 @@ impl ByName for ModelChoice {
         }
     }
 
-    fn from_name(name: &str) -> Option<Self> {
-        Self::OWN
-            .into_iter()
-            .find(|own| own.name() == name)
-            .or_else(|| find(name).map(|m| ModelChoice::Paper(m.name)))
+    fn registered(name: &str) -> Option<Self> {
+        find(name).map(|m| ModelChoice::Paper(m.name))
     }
 
-    fn known() -> Vec<&'static str> {
-        let own = Self::OWN.into_iter().map(ModelChoice::name);
-        own.chain(names()).collect()
+    fn registered_names() -> Vec<&'static str> {
+        paper_models().iter().map(|m| m.name).collect()
     }
 }
 
-impl Serialize for ModelChoice {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        by_name::serialize(*self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for ModelChoice {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        by_name::deserialize(deserializer)
-    }
-}
+by_name::serde_by_name!(ModelChoice);
 
 /// The registered model named `name`.
 pub fn find(name: &str) -> Option<&'static PaperModel> {
     paper_models().into_iter().find(|m| m.name == name)
-}
-
-/// Every registered model's name.
-pub fn names() -> Vec<&'static str> {
-    paper_models().iter().map(|m| m.name).collect()
 }
 
 #[cfg(test)]
@@ -80,25 +71,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn zoo_models_read_back_by_name() {
-        for own in ModelChoice::OWN {
-            assert_eq!(ModelChoice::from_name(own.name()), Some(own));
-        }
-    }
-
-    #[test]
-    fn every_paper_model_has_one_name_apart_from_the_zoos() {
-        let mut names = names();
-        names.sort_unstable();
-        let all = names.len();
-        names.dedup();
-        assert_eq!(names.len(), all, "{names:?}");
-        for name in names {
-            assert_eq!(ModelChoice::from_name(name), Some(ModelChoice::Paper(name)));
-            assert!(
-                !ModelChoice::OWN.iter().any(|own| own.name() == name),
-                "{name}"
-            );
-        }
+    fn models_are_named_once_and_read_back() {
+        by_name::check_names::<ModelChoice>();
     }
 }
