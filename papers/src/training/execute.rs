@@ -13,7 +13,7 @@ use dp_models::Classifier;
 use dp_optim::dpd::{implied_dropout_rates, GaussianDropout, PredictiveAverage};
 use dp_optim::gdp::MuStopRule;
 use dp_optim::{DpSgd, LearningRateSchedule, PrivacyConfig, PrivacyEngine, Sampler, Trainer};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 
 use super::super::config::Algorithm;
 use super::epochs::{EpochObserver, StopRules};
@@ -155,14 +155,8 @@ impl Run<'_> {
 
     /// The run's progress bar (drawn only on a terminal).
     fn progress_bar(&self, len: u64, position: u64) -> Result<ProgressBar> {
-        let bar = ProgressBar::new(len);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "  {msg:32} [{bar:30}] {pos}/{len} steps, {elapsed} (eta {eta})",
-            )?
-            .progress_chars("=> "),
-        );
-        bar.set_message(format!("{} (seed {})", self.run.label, self.seed));
+        let label = format!("{} (seed {})", self.run.label, self.seed);
+        let bar = crate::progress::run_bar(len, &label)?;
         bar.set_position(position);
         Ok(bar)
     }
