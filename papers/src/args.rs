@@ -54,6 +54,24 @@ pub struct ReproduceArgs {
     pub page: Option<PathBuf>,
 }
 
+/// Options for a test: `paper` on `profile` into `out`, one seed, every run, `jobs`
+/// workers, nothing else set.
+#[cfg(test)]
+pub fn test_args(paper: &str, profile: Profile, jobs: usize, out: PathBuf) -> ReproduceArgs {
+    ReproduceArgs {
+        paper: paper.into(),
+        profile,
+        seeds: 1,
+        out,
+        only: None,
+        list: false,
+        cached_only: false,
+        runs: Vec::new(),
+        jobs: Some(Jobs::Workers(jobs)),
+        page: None,
+    }
+}
+
 impl ReproduceArgs {
     /// Whether this invocation may train the run labelled `label`: not `--cached-only`,
     /// and named by `--run` when any `--run` is given.

@@ -12,30 +12,15 @@ use dp_mechanisms::NoiseSource;
 use dp_models::data::Dataset;
 use dp_models::nn::{ModuleClassifier, Sequential};
 
-use crate::args::{Jobs, Profile, ReproduceArgs};
+use crate::args::{test_args, Profile};
 use crate::config::{Algorithm, ModelChoice, RunConfig, TrainingTable};
 use crate::paper_algorithm;
 use crate::training::{run_cached, LoadedData};
 
-fn args(out: PathBuf) -> ReproduceArgs {
-    ReproduceArgs {
-        paper: "toy".into(),
-        profile: Profile::Smoke,
-        seeds: 1,
-        out,
-        only: None,
-        list: false,
-        cached_only: false,
-        runs: Vec::new(),
-        jobs: Some(Jobs::Workers(1)),
-        page: None,
-    }
-}
-
 #[test]
 fn a_fixture_papers_own_kind_of_table_runs_through_the_harness() -> Result<()> {
     let out = std::env::temp_dir().join(format!("dp-papers-fixture-{}", std::process::id()));
-    let outcome = crate::run::run_paper("toy", &args(out.clone()))?;
+    let outcome = crate::run::run_paper("toy", &test_args("toy", Profile::Smoke, 1, out.clone()))?;
     assert_eq!(outcome.shows, ["squares: 2 squares"]);
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("toy/squares.json"))?)?;

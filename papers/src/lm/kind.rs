@@ -75,7 +75,7 @@ fn lm_perplexities(table: &str, columns: &[String], rows: &[Vec<String>]) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::{Jobs, Profile};
+    use crate::args::{test_args, Profile};
 
     /// The fine-tuning table: its sweep's candidates and the runs that do not wait for the
     /// pretraining first, its first run from the weights among them (it pretrains), the
@@ -88,18 +88,7 @@ mod tests {
             .find(|t| t.heading.id == "transformer-lm-finetune")
             .expect("the fine-tuning table");
         let table: &LmTable = config.kind().expect("an LM table");
-        let args = ReproduceArgs {
-            paper: "lm".into(),
-            profile: Profile::Full,
-            seeds: 1,
-            out: std::env::temp_dir(),
-            only: None,
-            list: false,
-            cached_only: false,
-            runs: Vec::new(),
-            jobs: Some(Jobs::Workers(2)),
-            page: None,
-        };
+        let args = test_args("lm", Profile::Full, 2, std::env::temp_dir());
         let units = table.units(&args, &mut BTreeSet::new())?;
         let from_weights: Vec<&str> = (table.runs.iter())
             .filter(|r| r.start == Start::Pretrained)
