@@ -112,17 +112,43 @@ impl Patches {
     #[inline(always)]
     pub fn fill(&mut self, image: &[f32]) -> &[f32] {
         assert_eq!(image.len(), self.geometry.image_len(), "im2col: image size");
-        for r in &self.runs {
-            copy_short(
-                &mut self.matrix[r.matrix..][..r.len],
-                &image[r.image..][..r.len],
-            );
+        match self.full_run() {
+            8 => self.fill_runs::<8>(image),
+            16 => self.fill_runs::<16>(image),
+            32 => self.fill_runs::<32>(image),
+            64 => self.fill_runs::<64>(image),
+            _ => self.fill_runs::<0>(image),
         }
         &self.matrix
     }
 
+    /// The length of a run with every kernel column inside the image: `kernel · cin`.
+    fn full_run(&self) -> usize {
+        self.geometry.kernel * self.geometry.cin
+    }
+
+    /// [`fill`](Self::fill)'s copies, those of `N` values (the full runs) with `N` known
+    /// at compile time (a few vector moves, no loop); `N = 0` copies every run generically.
+    #[inline(always)]
+    fn fill_runs<const N: usize>(&mut self, image: &[f32]) {
+        for r in &self.runs {
+            if N > 0 && r.len == N {
+                let src: &[f32; N] = (&image[r.image..][..N])
+                    .try_into()
+                    .unwrap_or_else(|_| unreachable!());
+                self.matrix[r.matrix..][..N].copy_from_slice(src);
+            } else {
+                copy_short(
+                    &mut self.matrix[r.matrix..][..r.len],
+                    &image[r.image..][..r.len],
+                );
+            }
+        }
+    }
+
     /// The adjoint of [`fill`](Self::fill): `image_grad` (zeroed first) receives the sum
-    /// of `du`'s (rows × taps) entries over the positions each image value was copied to.
+    /// of `du`'s (rows × taps) entries over the positions each image value was copied to,
+    /// run by run in matrix order (so every sum's order is fixed).
     #[inline(always)]
     pub fn col2im(&self, du: &[f32], image_grad: &mut [f32]) {
         assert_eq!(du.len(), self.matrix.len(), "col2im: matrix size");
@@ -132,11 +158,28 @@ impl Patches {
             "col2im: image size"
         );
         image_grad.fill(0.0);
+        match self.full_run() {
+            8 => self.add_runs::<8>(du, image_grad),
+            16 => self.add_runs::<16>(du, image_grad),
+            32 => self.add_runs::<32>(du, image_grad),
+            64 => self.add_runs::<64>(du, image_grad),
+            _ => self.add_runs::<0>(du, image_grad),
+        }
+    }
+
+    /// [`col2im`](Self::col2im)'s sums, runs of `N` values unrolled as in
+    /// [`fill_runs`](Self::fill_runs).
+    #[inline(always)]
+    fn add_runs<const N: usize>(&self, du: &[f32], image_grad: &mut [f32]) {
         for r in &self.runs {
-            add_run(
-                &mut image_grad[r.image..][..r.len],
-                &du[r.matrix..][..r.len],
-            );
+            if N > 0 && r.len == N {
+                add_run(&mut image_grad[r.image..][..N], &du[r.matrix..][..N]);
+            } else {
+                add_run(
+                    &mut image_grad[r.image..][..r.len],
+                    &du[r.matrix..][..r.len],
+                );
+            }
         }
     }
 }
@@ -220,13 +263,16 @@ mod tests {
                 ow: o,
             }
         };
-        // The papers' two MNIST layers, odd run lengths, no padding, padding past a kernel.
+        // The papers' two MNIST layers, odd run lengths, no padding, padding past a kernel,
+        // full runs of 16 and 32 values.
         vec![
             g(28, 1, 8, 2, 3),
             g(13, 16, 4, 2, 0),
             g(9, 3, 3, 1, 1),
             g(7, 5, 3, 2, 0),
             g(5, 7, 2, 1, 3),
+            g(6, 4, 4, 1, 1),
+            g(6, 8, 4, 2, 1),
         ]
     }
 

@@ -58,18 +58,30 @@ pub fn backward(
                 || plan.chunk(j * chunk, scratch, norms),
             );
         });
-    // Ordered reduction over chunks: bit-reproducible.
-    let mut gradient_sum = vec![0.0f32; spec.num_params];
-    for scratch in &scratch[..used] {
-        gradient_sum
-            .iter_mut()
-            .zip(&scratch.acc)
-            .for_each(|(g, a)| *g += a);
-    }
+    let gradient_sum = reduce_chunks(&scratch[..used], spec.num_params);
     BackwardOutput {
         gradient_sum,
         squared_norms,
     }
+}
+
+/// Parameters one task of [`reduce_chunks`] sums.
+const REDUCE_PIECE: usize = 4096;
+
+/// The chunks' clipped sums added, each parameter's over the chunks in chunk order (so
+/// bit-reproducible), pieces of the parameters in parallel.
+fn reduce_chunks(chunks: &[Scratch], num_params: usize) -> Vec<f32> {
+    let mut gradient_sum = vec![0.0f32; num_params];
+    gradient_sum
+        .par_chunks_mut(REDUCE_PIECE)
+        .enumerate()
+        .for_each(|(p, piece)| {
+            for scratch in chunks {
+                let acc = &scratch.acc[p * REDUCE_PIECE..][..piece.len()];
+                piece.iter_mut().zip(acc).for_each(|(g, a)| *g += a);
+            }
+        });
+    gradient_sum
 }
 
 /// What every chunk of one backward shares.

@@ -16,7 +16,6 @@ pub fn forward(
     ws: &mut Workspace,
 ) -> Vec<f32> {
     ws.ensure(spec, batch);
-    to_nhwc(spec, x, batch, &mut ws.input);
     let in_size = spec.input_size();
     let chunk = chunk_len(batch);
     let layers = &spec.layers;
@@ -27,19 +26,19 @@ pub fn forward(
         kernels: &ws.kernels,
     };
     let (outputs, argmaxes) = chunk_pieces(layers, batch, chunk, &mut ws.outputs, &mut ws.argmax);
-    let input = &ws.input;
-    outputs
-        .into_par_iter()
+    // Each chunk copies its own samples into the NHWC input (no serial pass first).
+    let inputs = ws.input[..batch * in_size].par_chunks_mut(chunk * in_size);
+    inputs
+        .zip(x.par_chunks(chunk * in_size))
+        .zip(outputs)
         .zip(argmaxes)
         .zip(ws.scratch.par_iter_mut())
-        .enumerate()
-        .for_each(|(j, ((mut outs, mut args), scratch))| {
-            let start = j * chunk;
+        .for_each(|((((input, x), mut outs), mut args), scratch)| {
+            to_nhwc(spec, x, input);
             vectorized(
                 #[inline(always)]
                 || {
-                    for s in 0..chunk.min(batch.saturating_sub(start)) {
-                        let x_i = &input[(start + s) * in_size..][..in_size];
+                    for (s, x_i) in input.chunks_exact(in_size).enumerate() {
                         forward_sample(&net, x_i, s, &mut outs, &mut args, &mut scratch.patches);
                     }
                 },
@@ -49,13 +48,11 @@ pub fn forward(
     ws.outputs[last][..batch * size(layers[last].output)].to_vec()
 }
 
-/// Copies `batch` NCHW samples of `x` into `input` in NHWC.
-fn to_nhwc(spec: &NetSpec, x: &[f32], batch: usize, input: &mut [f32]) {
+/// Copies the NCHW samples of `x` into `input` in NHWC.
+fn to_nhwc(spec: &NetSpec, x: &[f32], input: &mut [f32]) {
     let (h, w, c) = spec.input;
     let in_size = spec.input_size();
-    for i in 0..batch {
-        let src = &x[i * in_size..][..in_size];
-        let dst = &mut input[i * in_size..][..in_size];
+    for (src, dst) in x.chunks_exact(in_size).zip(input.chunks_exact_mut(in_size)) {
         for ch in 0..c {
             for p in 0..h * w {
                 dst[p * c + ch] = src[ch * h * w + p];
@@ -214,8 +211,9 @@ fn linear_forward(nin: usize, nout: usize, params: &[f32], input: &[f32], out: &
     }
 }
 
-/// Channels one [`pool_lanes`] call takes at once (one AVX2 register of f32).
-const POOL_LANES: usize = 8;
+/// Channels one [`pool_lanes`] call (and the max-pool backward) takes at once (one AVX2
+/// register of f32).
+pub(super) const POOL_LANES: usize = 8;
 
 /// Max pooling of one NHWC sample, recording the argmax (first maximum wins, PyTorch's
 /// rule). A window position's channels are contiguous, so the running maximum is taken

@@ -2,6 +2,7 @@
 //! norms' ingredients and input gradients.
 
 use super::super::spec::LayerPlan;
+use super::forward::POOL_LANES;
 use crate::cpu::kernels::{add_rows, matmul, sum_of_squares, Mat, Patches};
 
 /// One sample's linear weight gradient `g ⊗ [a; 1]` into `region` (nout × (nin + 1)).
@@ -26,7 +27,9 @@ pub(super) fn linear_squared_norm(grad_out: &[f32], a: &[f32]) -> f32 {
     sum_of_squares(grad_out) * (sum_of_squares(a) + 1.0)
 }
 
-/// `d input = Wᵀ·g` of a linear layer (bias column skipped).
+/// `d input = Wᵀ·g` of a linear layer (bias column skipped). Each input's sum starts at 0
+/// and takes the outputs' terms in output order; [`INPUT_BLOCK`] inputs' sums at a time
+/// stay in registers over the outputs instead of one pass over `grad_in` per output.
 #[inline(always)]
 pub(super) fn linear_input_gradient(
     nin: usize,
@@ -35,12 +38,30 @@ pub(super) fn linear_input_gradient(
     grad_out: &[f32],
     grad_in: &mut [f32],
 ) {
-    grad_in.fill(0.0);
+    let weights = |o: usize, start: usize, len: usize| &params[o * (nin + 1) + start..][..len];
+    let mut blocks = grad_in[..nin].chunks_exact_mut(INPUT_BLOCK);
+    for (b, block) in (&mut blocks).enumerate() {
+        let mut acc = [0.0f32; INPUT_BLOCK];
+        for (o, &go) in grad_out.iter().enumerate().take(nout) {
+            let w = weights(o, b * INPUT_BLOCK, INPUT_BLOCK);
+            for k in 0..INPUT_BLOCK {
+                acc[k] += go * w[k];
+            }
+        }
+        block.copy_from_slice(&acc);
+    }
+    let rest = blocks.into_remainder();
+    let start = nin - rest.len();
+    rest.fill(0.0);
     for (o, &go) in grad_out.iter().enumerate().take(nout) {
-        let row = &params[o * (nin + 1)..][..nin];
-        grad_in.iter_mut().zip(row).for_each(|(g, &w)| *g += go * w);
+        let w = weights(o, start, rest.len());
+        rest.iter_mut().zip(w).for_each(|(g, &w)| *g += go * w);
     }
 }
+
+/// Inputs whose gradient sums [`linear_input_gradient`] keeps in registers at once
+/// (eight AVX2 registers: eight independent chains of additions).
+const INPUT_BLOCK: usize = 64;
 
 /// Where a conv layer's weight gradient goes.
 pub(super) enum ConvTarget<'a> {
@@ -156,12 +177,52 @@ pub(super) fn relu_backward(grad_out: &[f32], out: &[f32], grad_in: &mut [f32]) 
         .for_each(|((gi, &go), &y)| *gi = if y > 0.0 { go } else { 0.0 });
 }
 
-/// Each output's gradient to the input its forward recorded as the window's maximum.
+/// Each output's gradient to the input its forward recorded as the window's maximum
+/// (`arg`, an input index per output). Channels go [`POOL_LANES`] at a time: for each
+/// position of the window, the lanes whose maximum it was receive their gradient and the
+/// others +0.0, which leaves a sum unchanged (a sum that starts at +0.0 is never −0.0).
+/// Each input thus takes its terms in output order, the order of a scatter.
 #[inline(always)]
-pub(super) fn max_pool_backward(grad_out: &[f32], arg: &[u32], grad_in: &mut [f32]) {
+pub(super) fn max_pool_backward(
+    layer: &LayerPlan,
+    kernel: usize,
+    stride: usize,
+    grad_out: &[f32],
+    arg: &[u32],
+    grad_in: &mut [f32],
+) {
     grad_in.fill(0.0);
-    for (&go, &idx) in grad_out.iter().zip(arg) {
-        grad_in[idx as usize] += go;
+    let ((_, w, c), (oh, ow, _)) = (layer.input, layer.output);
+    for oy in 0..oh {
+        for ox in 0..ow {
+            let o = (oy * ow + ox) * c;
+            let window = |ky: usize, kx: usize| ((oy * stride + ky) * w + ox * stride + kx) * c;
+            let mut ch = 0;
+            while ch + POOL_LANES <= c {
+                let go: &[f32; POOL_LANES] = (&grad_out[o + ch..][..POOL_LANES])
+                    .try_into()
+                    .unwrap_or_else(|_| unreachable!());
+                let idx = &arg[o + ch..][..POOL_LANES];
+                for ky in 0..kernel {
+                    for kx in 0..kernel {
+                        let at = window(ky, kx) + ch;
+                        let gi: &mut [f32; POOL_LANES] = (&mut grad_in[at..][..POOL_LANES])
+                            .try_into()
+                            .unwrap_or_else(|_| unreachable!());
+                        for k in 0..POOL_LANES {
+                            // All ones where this position was the maximum: a mask, not a
+                            // branch, so that the lanes stay one vector.
+                            let hit = 0u32.wrapping_sub(u32::from(idx[k] == (at + k) as u32));
+                            gi[k] += f32::from_bits(go[k].to_bits() & hit);
+                        }
+                    }
+                }
+                ch += POOL_LANES;
+            }
+            for ch in ch..c {
+                grad_in[arg[o + ch] as usize] += grad_out[o + ch];
+            }
+        }
     }
 }
 

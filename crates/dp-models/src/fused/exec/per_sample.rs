@@ -165,8 +165,9 @@ impl SampleBackward<'_, '_> {
             Kind::Tanh => tanh_backward(grad_out, activations.layer_output(l, i, o_size), grad_in),
             Kind::Relu => relu_backward(grad_out, activations.layer_output(l, i, o_size), grad_in),
             Kind::Flatten => grad_in.copy_from_slice(grad_out),
-            Kind::MaxPool { .. } => {
-                max_pool_backward(grad_out, activations.argmax(l, i, o_size), grad_in);
+            Kind::MaxPool { kernel, stride } => {
+                let arg = activations.argmax(l, i, o_size);
+                max_pool_backward(layer, kernel, stride, grad_out, arg, grad_in);
             }
             Kind::AvgPool { kernel, stride } => {
                 avg_pool_backward(layer, kernel, stride, grad_out, grad_in);
