@@ -39,7 +39,13 @@ pub fn forward(
                 #[inline(always)]
                 || {
                     for (s, x_i) in input.chunks_exact(in_size).enumerate() {
-                        forward_sample(&net, x_i, s, &mut outs, &mut args, &mut scratch.patches);
+                        let sample = Sample {
+                            s,
+                            outs: &mut outs,
+                            args: &mut args,
+                            transient: &mut scratch.transient,
+                        };
+                        forward_sample(&net, x_i, sample, &mut scratch.patches);
                     }
                 },
             );
@@ -66,7 +72,8 @@ type Pieces<'a, T> = Vec<Vec<&'a mut [T]>>;
 
 /// Cuts every layer's output (and argmax) buffer into the [`CHUNKS`] pieces of `chunk`
 /// samples each, so that each chunk writes its own samples' activations (pieces past the
-/// batch, and argmax pieces of layers other than max-pool, are empty).
+/// batch, output pieces of layers whose output is not kept and argmax pieces of layers
+/// other than max-pool are empty).
 fn chunk_pieces<'a>(
     layers: &[LayerPlan],
     batch: usize,
@@ -78,7 +85,8 @@ fn chunk_pieces<'a>(
     let mut arg_pieces: Pieces<'a, u32> = (0..CHUNKS).map(|_| Vec::new()).collect();
     for (l, (buf, args)) in outputs.iter_mut().zip(argmax.iter_mut()).enumerate() {
         let out = size(layers[l].output);
-        let mut pieces = buf[..batch * out].chunks_mut(chunk * out);
+        let kept = if buf.is_empty() { 0 } else { batch * out };
+        let mut pieces = buf[..kept].chunks_mut(chunk * out);
         let mut args = if args.is_empty() {
             None
         } else {
@@ -119,26 +127,58 @@ fn transpose_kernels(layers: &[LayerPlan], theta: &[f32], kernels: &mut Vec<Vec<
     }
 }
 
-/// Sample `s` of its chunk through every layer: `outs[l]` and `args[l]` are layer `l`'s
-/// pieces of the chunk, `patches[l]` conv layer `l`'s im2col matrix.
+/// Where sample `s` of a chunk writes: `outs[l]` and `args[l]` are layer `l`'s pieces of
+/// the chunk (empty outputs for a layer whose output is not kept), `transient[l]` one
+/// sample's output of such a layer.
+struct Sample<'s, 'a> {
+    s: usize,
+    outs: &'s mut [&'a mut [f32]],
+    args: &'s mut [&'a mut [u32]],
+    transient: &'s mut [Vec<f32>],
+}
+
+/// Layer `l`'s view of a sample: its input, its output to write and its argmax to write
+/// (empty but for a max-pool layer).
+type LayerIo<'b> = (&'b [f32], &'b mut [f32], &'b mut [u32]);
+
+impl Sample<'_, '_> {
+    /// Layer `l`'s input (the previous layer's output, or the sample `x` for the first
+    /// layer), output and argmax.
+    #[inline(always)]
+    fn io<'b>(&'b mut self, x: &'b [f32], l: usize, layer: &LayerPlan) -> LayerIo<'b> {
+        let (in_size, out_size, s) = (size(layer.input), size(layer.output), self.s);
+        let (outs_before, outs_after) = self.outs.split_at_mut(l);
+        let (trans_before, trans_after) = self.transient.split_at_mut(l);
+        let input: &[f32] = match l.checked_sub(1) {
+            None => x,
+            Some(p) if trans_before[p].is_empty() => &outs_before[p][s * in_size..][..in_size],
+            Some(p) => &trans_before[p],
+        };
+        let out = if trans_after[0].is_empty() {
+            &mut outs_after[0][s * out_size..][..out_size]
+        } else {
+            &mut trans_after[0][..]
+        };
+        let arg = &mut self.args[l];
+        let arg = if arg.is_empty() {
+            &mut []
+        } else {
+            &mut arg[s * out_size..][..out_size]
+        };
+        (input, out, arg)
+    }
+}
+
+/// One sample through every layer; `patches[l]` is conv layer `l`'s im2col matrix.
 #[inline(always)]
 fn forward_sample(
     net: &Net<'_>,
     x: &[f32],
-    s: usize,
-    outs: &mut [&mut [f32]],
-    args: &mut [&mut [u32]],
+    mut sample: Sample<'_, '_>,
     patches: &mut [Option<Patches>],
 ) {
     for (l, layer) in net.layers.iter().enumerate() {
-        let (in_size, out_size) = (size(layer.input), size(layer.output));
-        let (before, after) = outs.split_at_mut(l);
-        let input: &[f32] = if l == 0 {
-            x
-        } else {
-            &before[l - 1][s * in_size..][..in_size]
-        };
-        let out = &mut after[0][s * out_size..][..out_size];
+        let (input, out, arg) = sample.io(x, l, layer);
         let params = &net.theta[layer.params.0..][..layer.params.1];
         match layer.kind {
             Kind::Conv { cout, .. } => {
@@ -156,7 +196,6 @@ fn forward_sample(
                 .for_each(|(o, &v)| *o = v.max(0.0)),
             Kind::Flatten => out.copy_from_slice(input),
             Kind::MaxPool { kernel, stride } => {
-                let arg = &mut args[l][s * out_size..][..out_size];
                 max_pool_forward(layer, kernel, stride, input, out, arg);
             }
             Kind::AvgPool { kernel, stride } => {
@@ -248,7 +287,9 @@ fn max_pool_forward(
 }
 
 /// The maxima and their input indices of channels `ch..ch + N` over the window whose
-/// position (ky, kx) starts at `window(ky, kx)`.
+/// position (ky, kx) starts at `window(ky, kx)`. The choice is a lane mask applied to the
+/// bits of both the maximum and its index (no `bool` lanes to widen), so each lane block
+/// stays a few vector instructions.
 #[inline(always)]
 fn pool_lanes<const N: usize>(
     input: &[f32],
@@ -259,20 +300,23 @@ fn pool_lanes<const N: usize>(
     arg: &mut [u32],
 ) {
     let first = window(0, 0) + ch;
-    let mut best: [f32; N] = std::array::from_fn(|k| input[first + k]);
-    let mut idx: [u32; N] = std::array::from_fn(|k| (first + k) as u32);
+    let lane: [u32; N] = std::array::from_fn(|k| k as u32);
+    let mut best: [u32; N] = std::array::from_fn(|k| input[first + k].to_bits());
+    let mut idx: [u32; N] = std::array::from_fn(|k| first as u32 + lane[k]);
     for ky in 0..kernel {
         for kx in 0..kernel {
             let start = window(ky, kx) + ch;
             let v: &[f32] = &input[start..][..N];
             for k in 0..N {
-                let better = v[k] > best[k];
-                best[k] = if better { v[k] } else { best[k] };
-                idx[k] = if better { (start + k) as u32 } else { idx[k] };
+                let better = 0u32.wrapping_sub(u32::from(v[k] > f32::from_bits(best[k])));
+                best[k] = (v[k].to_bits() & better) | (best[k] & !better);
+                idx[k] = ((start as u32 + lane[k]) & better) | (idx[k] & !better);
             }
         }
     }
-    out.copy_from_slice(&best);
+    out.iter_mut()
+        .zip(best)
+        .for_each(|(o, b)| *o = f32::from_bits(b));
     arg.copy_from_slice(&idx);
 }
 

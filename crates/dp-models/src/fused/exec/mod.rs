@@ -91,4 +91,34 @@ mod tests {
             );
         }
     }
+
+    /// The forward keeps for the batch only the outputs the backward reads: of the MNIST
+    /// CNN, the activations' and the inputs of the parametric layers and the logits; the
+    /// convolutions' and the first linear layer's pre-activations and the pooling before the
+    /// flatten live in one sample's scratch.
+    #[test]
+    fn only_the_outputs_the_backward_reads_are_kept() {
+        let spec = mnist_cnn(Activation::Tanh).expect("the MNIST CNN is a valid network");
+        let kept: Vec<bool> = (0..spec.layers.len())
+            .map(|l| workspace::output_kept(&spec.layers, l))
+            .collect();
+        // conv, tanh, max-pool, conv, tanh, max-pool, flatten, linear, tanh, linear.
+        let expected = [
+            false, true, true, false, true, false, true, false, true, true,
+        ];
+        assert_eq!(kept, expected);
+        let mut ws = Workspace::default();
+        let batch = 5;
+        let x = values(batch * spec.input_size(), 2, 1.0);
+        forward(
+            &spec,
+            &values(spec.num_params(), 1, 0.2),
+            &x,
+            batch,
+            &mut ws,
+        );
+        for (l, buf) in ws.outputs.iter().enumerate() {
+            assert_eq!(buf.is_empty(), !expected[l], "layer {l}");
+        }
+    }
 }

@@ -136,7 +136,7 @@ struct SampleBackward<'s, 'a> {
     stash_end: usize,
 }
 
-/// One layer of one sample: its input, parameters and output gradient.
+/// One parametric layer of one sample: its input, parameters and output gradient.
 #[derive(Clone, Copy)]
 struct Step<'a> {
     layer: &'a LayerPlan,
@@ -147,21 +147,29 @@ struct Step<'a> {
 
 impl SampleBackward<'_, '_> {
     /// Layer `l`: its parameter gradient and norm (parametric layers), and its input
-    /// gradient into `grad_in` (a parameter-free layer always needs one).
+    /// gradient into `grad_in` (a parameter-free layer always needs one). Only what the
+    /// layer's backward needs is read: a parametric layer's input, an activation's output
+    /// (the forward keeps no other, `workspace::output_kept`).
     #[inline(always)]
     fn layer(&mut self, l: usize, layer: &LayerPlan, grad_out: &[f32], grad_in: &mut [f32]) {
-        let (activations, i) = (self.inputs.activations, self.i);
+        let (activations, i, theta) = (self.inputs.activations, self.i, self.inputs.theta);
         let (offset, count) = layer.params;
-        let step = Step {
+        let step = |a| Step {
             layer,
-            a: activations.layer_input(l, i, grad_in.len()),
-            params: &self.inputs.theta[offset..][..count],
+            a,
+            params: &theta[offset..][..count],
             grad_out,
         };
         let o_size = grad_out.len();
         match layer.kind {
-            Kind::Linear { nin, nout } => self.linear(step, nin, nout, grad_in),
-            Kind::Conv { cout, .. } => self.conv(l, step, cout, grad_in),
+            Kind::Linear { nin, nout } => {
+                let step = step(activations.layer_input(l, i, nin));
+                self.linear(step, nin, nout, grad_in);
+            }
+            Kind::Conv { cout, .. } => {
+                let step = step(activations.layer_input(l, i, grad_in.len()));
+                self.conv(l, step, cout, grad_in);
+            }
             Kind::Tanh => tanh_backward(grad_out, activations.layer_output(l, i, o_size), grad_in),
             Kind::Relu => relu_backward(grad_out, activations.layer_output(l, i, o_size), grad_in),
             Kind::Flatten => grad_in.copy_from_slice(grad_out),

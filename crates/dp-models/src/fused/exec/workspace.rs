@@ -32,6 +32,9 @@ pub(super) struct Scratch {
     pub(super) linear_inputs: Vec<f32>,
     /// One sample's squared norm per parametric layer.
     pub(super) layer_sq: Vec<f32>,
+    /// Per layer whose output the backward does not read ([`output_kept`]), one sample's
+    /// output (empty for the kept layers).
+    pub(super) transient: Vec<Vec<f32>>,
 }
 
 /// Activations kept between the forward and the backward, reused across steps.
@@ -41,7 +44,8 @@ pub struct Workspace {
     pub(super) batch: usize,
     /// The batch's input, NHWC.
     pub(super) input: Vec<f32>,
-    /// Per layer, the batch's outputs.
+    /// Per layer, the batch's outputs (empty for a layer whose output is not kept,
+    /// [`output_kept`]).
     pub(super) outputs: Vec<Vec<f32>>,
     /// Per max-pool layer, the input index of each output (empty for other layers).
     pub(super) argmax: Vec<Vec<u32>>,
@@ -128,6 +132,16 @@ impl Workspace {
                 linear_factors: Vec::new(),
                 linear_inputs: Vec::new(),
                 layer_sq: vec![0.0; layers.iter().filter(|l| l.params.1 > 0).count()],
+                transient: (0..layers.len())
+                    .map(|l| {
+                        let len = if output_kept(layers, l) {
+                            0
+                        } else {
+                            size(layers[l].output)
+                        };
+                        vec![0.0; len]
+                    })
+                    .collect(),
             };
             self.scratch = vec![scratch; CHUNKS];
             self.outputs = vec![Vec::new(); layers.len()];
@@ -137,7 +151,9 @@ impl Workspace {
             self.capacity = batch;
             self.input.resize(batch * spec.input_size(), 0.0);
             for (l, layer) in layers.iter().enumerate() {
-                self.outputs[l].resize(batch * size(layer.output), 0.0);
+                if output_kept(layers, l) {
+                    self.outputs[l].resize(batch * size(layer.output), 0.0);
+                }
                 if matches!(layer.kind, Kind::MaxPool { .. }) {
                     self.argmax[l].resize(batch * size(layer.output), 0);
                 }
@@ -145,6 +161,16 @@ impl Workspace {
         }
         self.batch = batch;
     }
+}
+
+/// Whether the backward reads layer `l`'s output, so that the forward keeps it for the
+/// whole batch: the last layer's (the logits), an activation's (its derivative is read
+/// off its output) and the input of a layer with parameters (its gradient needs it). The
+/// others — a convolution's before its activation, a pooling's before a flatten — are
+/// written to one sample's [`Scratch::transient`] buffer and read by the next layer only.
+pub(super) fn output_kept(layers: &[LayerPlan], l: usize) -> bool {
+    matches!(layers[l].kind, Kind::Tanh | Kind::Relu)
+        || layers.get(l + 1).is_none_or(|next| next.params.1 > 0)
 }
 
 /// The geometry of a conv layer (`None` for other kinds).
