@@ -5,7 +5,7 @@ use candle_core::{Device, Tensor, Var};
 use crate::clipped_gradient::ClippedGradient;
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::fused::FusedModel;
+use crate::fused::{FusedModel, Keep};
 use crate::loss::{check_labels, cross_entropy};
 use crate::staged::StagedModel;
 use crate::training_data::TrainingData;
@@ -130,7 +130,8 @@ impl PrivateModel for FusedModel {
 
 impl Classifier for FusedModel {
     fn logits(&self, x: &Tensor) -> Result<Vec<f32>> {
-        Ok(self.forward(x)?.flatten_all()?.to_vec1()?)
+        let logits = self.forward_keeping(x, Keep::Logits)?;
+        Ok(logits.flatten_all()?.to_vec1()?)
     }
 
     fn clipped_cross_entropy_gradient(
@@ -140,7 +141,7 @@ impl Classifier for FusedModel {
         classes: usize,
         rule: ClipRule,
     ) -> Result<ClippedGradient> {
-        let logits = self.logits(x)?;
+        let logits: Vec<f32> = self.forward(x)?.flatten_all()?.to_vec1()?;
         check_labels(logits.len(), labels, classes)?;
         let (losses, dlogits) = cross_entropy(&logits, labels, classes);
         let dlogits = Tensor::from_vec(dlogits, (labels.len(), classes), &Device::Cpu)?;

@@ -14,6 +14,7 @@ mod spec;
 #[cfg(test)]
 mod tests;
 
+pub use exec::Keep;
 pub use flops::Flops;
 pub use layout::{from_torch, to_torch, TorchLayer};
 pub use ops::FusedModel;

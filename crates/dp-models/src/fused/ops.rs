@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::{CpuStorage, CustomOp2, Device, Layout, Shape, Tensor, Var};
 
-use super::exec::{backward, forward, BackwardOutput, Workspace};
+use super::exec::{backward, forward, BackwardOutput, Keep, Workspace};
 use super::spec::NetSpec;
 use crate::cpu::f32_slice;
 use crate::error::{Error, Result};
@@ -15,10 +15,11 @@ fn lock(ws: &Mutex<Workspace>) -> candle_core::Result<std::sync::MutexGuard<'_, 
         .map_err(|_| candle_core::Error::Msg("fused workspace poisoned by an earlier panic".into()))
 }
 
-/// `(x: (B, C·H·W), θ: (P,)) → logits (B, O)`; keeps activations in the workspace.
+/// `(x: (B, C·H·W), θ: (P,)) → logits (B, O)`; keeps in the workspace what `keep` says.
 struct FusedForward {
     spec: Arc<NetSpec>,
     ws: Arc<Mutex<Workspace>>,
+    keep: Keep,
 }
 
 impl CustomOp2 for FusedForward {
@@ -41,7 +42,8 @@ impl CustomOp2 for FusedForward {
             )));
         }
         let (x, theta) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?);
-        let logits = forward(&self.spec, theta, x, batch, &mut *lock(&self.ws)?);
+        let mut ws = lock(&self.ws)?;
+        let logits = forward(&self.spec, theta, x, batch, &mut ws, self.keep);
         Ok((
             CpuStorage::F32(logits),
             Shape::from((batch, self.spec.output_size())),
@@ -73,6 +75,11 @@ impl CustomOp2 for FusedBackward {
         if outputs != self.spec.output_size() {
             return Err(candle_core::Error::Msg(
                 "fused backward: dlogits do not fit the network".into(),
+            ));
+        }
+        if ws.batch() == 0 {
+            return Err(candle_core::Error::Msg(
+                "fused backward: no training forward to differentiate (none yet, or the last was an inference forward)".into(),
             ));
         }
         if batch != ws.batch() || l2.shape().elem_count() != self.spec.num_params() {
@@ -137,12 +144,21 @@ impl FusedModel {
         Ok(self.theta.as_tensor().to_vec1::<f32>()?)
     }
 
-    /// Logits for `x` (B, C·H·W), NCHW images flattened.
+    /// Logits for `x` (B, C·H·W), NCHW images flattened: a training forward, which keeps
+    /// the activations that [`FusedModel::backward`] reads.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward_keeping(x, Keep::Backward)
+    }
+
+    /// Logits for `x` keeping what `keep` says: [`Keep::Logits`] is an inference forward
+    /// (evaluation, an energy), the same logits bit for bit without writing the batch's
+    /// activations; a backward after it is refused.
+    pub fn forward_keeping(&self, x: &Tensor, keep: Keep) -> Result<Tensor> {
         let x = x.contiguous()?;
         let op = FusedForward {
             spec: self.spec.clone(),
             ws: self.ws.clone(),
+            keep,
         };
         Ok(x.apply_op2_no_bwd(self.theta.as_tensor(), &op)?)
     }

@@ -3,19 +3,21 @@
 use rayon::prelude::*;
 
 use super::super::spec::{size, Kind, LayerPlan, NetSpec};
-use super::workspace::{chunk_len, conv_cout, Workspace, CHUNKS};
+use super::workspace::{chunk_len, conv_cout, Keep, Workspace, CHUNKS};
 use crate::cpu::kernels::{add_to_rows, dot, matmul, tanh_fast, vectorized, Mat, Patches};
 
 /// Runs the forward on `batch` samples of `x` (NCHW, as datasets store images) and
-/// returns the logits (batch × outputs); activations stay in `ws` for the backward.
+/// returns the logits (batch × outputs); what `keep` says stays in `ws` for the backward.
+/// The logits are the same bits under either [`Keep`].
 pub fn forward(
     spec: &NetSpec,
     theta: &[f32],
     x: &[f32],
     batch: usize,
     ws: &mut Workspace,
+    keep: Keep,
 ) -> Vec<f32> {
-    ws.ensure(spec, batch);
+    ws.ensure(spec, batch, keep);
     let in_size = spec.input_size();
     let chunk = chunk_len(batch);
     let layers = &spec.layers;
@@ -25,7 +27,8 @@ pub fn forward(
         theta,
         kernels: &ws.kernels,
     };
-    let (outputs, argmaxes) = chunk_pieces(layers, batch, chunk, &mut ws.outputs, &mut ws.argmax);
+    let buffers = (&mut ws.outputs[..], &mut ws.argmax[..]);
+    let (outputs, argmaxes) = chunk_pieces(layers, batch, chunk, buffers, keep);
     // Each chunk copies its own samples into the NHWC input (no serial pass first).
     let inputs = ws.input[..batch * in_size].par_chunks_mut(chunk * in_size);
     inputs
@@ -44,6 +47,7 @@ pub fn forward(
                             outs: &mut outs,
                             args: &mut args,
                             transient: &mut scratch.transient,
+                            transient_argmax: &mut scratch.transient_argmax,
                         };
                         forward_sample(&net, x_i, sample, &mut scratch.patches);
                     }
@@ -70,24 +74,24 @@ fn to_nhwc(spec: &NetSpec, x: &[f32], input: &mut [f32]) {
 /// Per chunk, one piece per layer of a batch-wide buffer.
 type Pieces<'a, T> = Vec<Vec<&'a mut [T]>>;
 
-/// Cuts every layer's output (and argmax) buffer into the [`CHUNKS`] pieces of `chunk`
-/// samples each, so that each chunk writes its own samples' activations (pieces past the
-/// batch, output pieces of layers whose output is not kept and argmax pieces of layers
-/// other than max-pool are empty).
+/// Cuts every kept layer's output (and, in a training forward, argmax) buffer into the
+/// [`CHUNKS`] pieces of `chunk` samples each, so that each chunk writes its own samples'
+/// activations (pieces past the batch, of layers whose output `keep` does not keep and
+/// argmax pieces of layers other than max-pool are empty).
 fn chunk_pieces<'a>(
     layers: &[LayerPlan],
     batch: usize,
     chunk: usize,
-    outputs: &'a mut [Vec<f32>],
-    argmax: &'a mut [Vec<u32>],
+    (outputs, argmax): (&'a mut [Vec<f32>], &'a mut [Vec<u32>]),
+    keep: Keep,
 ) -> (Pieces<'a, f32>, Pieces<'a, u32>) {
     let mut out_pieces: Pieces<'a, f32> = (0..CHUNKS).map(|_| Vec::new()).collect();
     let mut arg_pieces: Pieces<'a, u32> = (0..CHUNKS).map(|_| Vec::new()).collect();
     for (l, (buf, args)) in outputs.iter_mut().zip(argmax.iter_mut()).enumerate() {
         let out = size(layers[l].output);
-        let kept = if buf.is_empty() { 0 } else { batch * out };
+        let kept = if keep.kept(layers, l) { batch * out } else { 0 };
         let mut pieces = buf[..kept].chunks_mut(chunk * out);
-        let mut args = if args.is_empty() {
+        let mut args = if args.is_empty() || keep == Keep::Logits {
             None
         } else {
             Some(args[..batch * out].chunks_mut(chunk * out))
@@ -128,13 +132,14 @@ fn transpose_kernels(layers: &[LayerPlan], theta: &[f32], kernels: &mut Vec<Vec<
 }
 
 /// Where sample `s` of a chunk writes: `outs[l]` and `args[l]` are layer `l`'s pieces of
-/// the chunk (empty outputs for a layer whose output is not kept), `transient[l]` one
-/// sample's output of such a layer.
+/// the chunk (empty for a layer whose output or argmax the forward does not keep),
+/// `transient[l]` and `transient_argmax[l]` one sample's output and argmax of such a layer.
 struct Sample<'s, 'a> {
     s: usize,
     outs: &'s mut [&'a mut [f32]],
     args: &'s mut [&'a mut [u32]],
     transient: &'s mut [Vec<f32>],
+    transient_argmax: &'s mut [Vec<u32>],
 }
 
 /// Layer `l`'s view of a sample: its input, its output to write and its argmax to write
@@ -151,17 +156,17 @@ impl Sample<'_, '_> {
         let (trans_before, trans_after) = self.transient.split_at_mut(l);
         let input: &[f32] = match l.checked_sub(1) {
             None => x,
-            Some(p) if trans_before[p].is_empty() => &outs_before[p][s * in_size..][..in_size],
-            Some(p) => &trans_before[p],
+            Some(p) if outs_before[p].is_empty() => &trans_before[p],
+            Some(p) => &outs_before[p][s * in_size..][..in_size],
         };
-        let out = if trans_after[0].is_empty() {
-            &mut outs_after[0][s * out_size..][..out_size]
-        } else {
+        let out = if outs_after[0].is_empty() {
             &mut trans_after[0][..]
+        } else {
+            &mut outs_after[0][s * out_size..][..out_size]
         };
         let arg = &mut self.args[l];
         let arg = if arg.is_empty() {
-            &mut []
+            &mut self.transient_argmax[l][..]
         } else {
             &mut arg[s * out_size..][..out_size]
         };

@@ -21,7 +21,7 @@ pub use backward::{backward, BackwardOutput};
 pub use forward::forward;
 #[cfg(test)]
 pub use per_sample::per_sample_gradients;
-pub use workspace::Workspace;
+pub use workspace::{Keep, Workspace};
 
 #[cfg(test)]
 mod tests {
@@ -59,15 +59,61 @@ mod tests {
 
     /// Logits, clipped gradient sum and norms of one private step at the current level.
     fn step(activation: Activation) -> (Vec<f32>, BackwardOutput) {
+        step_in(activation, &mut Workspace::default())
+    }
+
+    /// [`step`] in the workspace `ws`.
+    fn step_in(activation: Activation, ws: &mut Workspace) -> (Vec<f32>, BackwardOutput) {
         let spec = mnist_cnn(activation).expect("the MNIST CNN is a valid network");
         let batch = 37; // chunks of unequal length
         let theta = values(spec.num_params(), 1, 0.2);
         let x = values(batch * spec.input_size(), 2, 1.0);
         let dlogits = values(batch * spec.output_size(), 3, 0.5);
-        let mut ws = Workspace::default();
-        let logits = forward(&spec, &theta, &x, batch, &mut ws);
+        let logits = forward(&spec, &theta, &x, batch, ws, Keep::Backward);
         let rule = ClipRule::Flat { max_grad_norm: 0.1 };
-        (logits, backward(&spec, &theta, &dlogits, &mut ws, rule))
+        (logits, backward(&spec, &theta, &dlogits, ws, rule))
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// An inference forward gives the training forward's logits bit for bit, writes no
+    /// batch buffer but the logits, and leaves nothing a backward could differentiate.
+    #[test]
+    fn an_inference_forward_keeps_only_the_logits() {
+        for activation in [Activation::Tanh, Activation::Relu] {
+            let spec = mnist_cnn(activation).expect("the MNIST CNN is a valid network");
+            let batch = 37;
+            let theta = values(spec.num_params(), 1, 0.2);
+            let x = values(batch * spec.input_size(), 2, 1.0);
+            let mut ws = Workspace::default();
+            let inferred = forward(&spec, &theta, &x, batch, &mut ws, Keep::Logits);
+            assert_eq!(bits(&inferred), bits(&step(activation).0), "{activation:?}");
+            assert_eq!(ws.batch(), 0);
+            let last = spec.layers.len() - 1;
+            for (l, buf) in ws.outputs.iter().enumerate() {
+                assert_eq!(buf.is_empty(), l != last, "{activation:?} layer {l}");
+            }
+            assert!(ws.argmax.iter().all(Vec::is_empty), "{activation:?}");
+        }
+    }
+
+    /// A training step in a workspace an inference forward of a larger batch grew first
+    /// is the step of a fresh workspace, bit for bit.
+    #[test]
+    fn a_step_after_an_inference_forward_is_unchanged() {
+        let spec = mnist_cnn(Activation::Tanh).expect("the MNIST CNN is a valid network");
+        let batch = 50;
+        let theta = values(spec.num_params(), 4, 0.3);
+        let x = values(batch * spec.input_size(), 5, 1.0);
+        let mut ws = Workspace::default();
+        forward(&spec, &theta, &x, batch, &mut ws, Keep::Logits);
+        let (logits, out) = step_in(Activation::Tanh, &mut ws);
+        let (fresh_logits, fresh) = step(Activation::Tanh);
+        assert_eq!(bits(&logits), bits(&fresh_logits));
+        assert_eq!(bits(&out.gradient_sum), bits(&fresh.gradient_sum));
+        assert_eq!(bits(&out.squared_norms), bits(&fresh.squared_norms));
     }
 
     #[test]
@@ -77,7 +123,6 @@ mod tests {
             FORCE_BASELINE.store(true, Ordering::SeqCst);
             let baseline = step(activation);
             FORCE_BASELINE.store(false, Ordering::SeqCst);
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&widest.0), bits(&baseline.0), "{activation:?} logits");
             assert_eq!(
                 bits(&widest.1.gradient_sum),
@@ -116,6 +161,7 @@ mod tests {
             &x,
             batch,
             &mut ws,
+            Keep::Backward,
         );
         for (l, buf) in ws.outputs.iter().enumerate() {
             assert_eq!(buf.is_empty(), !expected[l], "layer {l}");

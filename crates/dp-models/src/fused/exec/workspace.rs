@@ -32,20 +32,44 @@ pub(super) struct Scratch {
     pub(super) linear_inputs: Vec<f32>,
     /// One sample's squared norm per parametric layer.
     pub(super) layer_sq: Vec<f32>,
-    /// Per layer whose output the backward does not read ([`output_kept`]), one sample's
-    /// output (empty for the kept layers).
+    /// Per layer, one sample's output, where the forward writes a layer whose output it
+    /// does not keep for the batch ([`Keep::kept`]).
     pub(super) transient: Vec<Vec<f32>>,
+    /// Per max-pool layer, one sample's argmax, where an inference forward writes it
+    /// (empty for other layers).
+    pub(super) transient_argmax: Vec<Vec<u32>>,
+}
+
+/// What a forward keeps in the workspace for the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// A training forward: every output and argmax the backward reads ([`output_kept`]).
+    Backward,
+    /// An inference forward (evaluation, SA-DPSGD's energy): the logits only; the other
+    /// outputs go to one sample's scratch, and a backward after it is refused (the
+    /// workspace's batch is 0).
+    Logits,
+}
+
+impl Keep {
+    /// Whether this forward writes layer `l`'s output for the whole batch.
+    pub(super) fn kept(self, layers: &[LayerPlan], l: usize) -> bool {
+        match self {
+            Keep::Backward => output_kept(layers, l),
+            Keep::Logits => l + 1 == layers.len(),
+        }
+    }
 }
 
 /// Activations kept between the forward and the backward, reused across steps.
 #[derive(Clone, Debug, Default)]
 pub struct Workspace {
-    capacity: usize,
+    /// The batch of the last training forward (0 before any, or after an inference one).
     pub(super) batch: usize,
     /// The batch's input, NHWC.
     pub(super) input: Vec<f32>,
-    /// Per layer, the batch's outputs (empty for a layer whose output is not kept,
-    /// [`output_kept`]).
+    /// Per layer, the batch's outputs (empty for a layer whose output no forward kept,
+    /// [`Keep::kept`]).
     pub(super) outputs: Vec<Vec<f32>>,
     /// Per max-pool layer, the input index of each output (empty for other layers).
     pub(super) argmax: Vec<Vec<u32>>,
@@ -87,7 +111,8 @@ impl<'a> Activations<'a> {
 }
 
 impl Workspace {
-    /// The batch size of the last forward (0 before any).
+    /// The batch size of the last training forward, which the backward differentiates (0
+    /// before any, and after an inference forward: [`Keep::Logits`]).
     pub fn batch(&self) -> usize {
         self.batch
     }
@@ -102,64 +127,77 @@ impl Workspace {
         (activations, &mut self.scratch)
     }
 
-    /// Grows (never shrinks) the buffers to hold `batch` samples of `spec`.
-    pub(super) fn ensure(&mut self, spec: &NetSpec, batch: usize) {
+    /// Grows (never shrinks) the buffers that a forward of `batch` samples of `spec`
+    /// writes under `keep`.
+    pub(super) fn ensure(&mut self, spec: &NetSpec, batch: usize, keep: Keep) {
         let layers = &spec.layers;
         if self.outputs.len() != layers.len() || self.scratch.len() != CHUNKS {
-            *self = Workspace::default();
-            let max_u = layers
-                .iter()
-                .filter_map(|l| conv_geometry(l).map(|g| g.rows() * g.taps()))
-                .max()
-                .unwrap_or(0);
-            let max_act = layers
-                .iter()
-                .map(|l| size(l.input).max(size(l.output)))
-                .max()
-                .unwrap_or(0);
-            let scratch = Scratch {
-                patches: layers
-                    .iter()
-                    .map(|l| conv_geometry(l).map(Patches::new))
-                    .collect(),
-                du: vec![0.0; max_u],
-                bias: vec![0.0; layers.iter().filter_map(conv_cout).max().unwrap_or(0)],
-                grad_a: vec![0.0; max_act],
-                grad_b: vec![0.0; max_act],
-                psg: vec![0.0; spec.num_params],
-                acc: vec![0.0; spec.num_params],
-                linear_grads: Vec::new(),
-                linear_factors: Vec::new(),
-                linear_inputs: Vec::new(),
-                layer_sq: vec![0.0; layers.iter().filter(|l| l.params.1 > 0).count()],
-                transient: (0..layers.len())
-                    .map(|l| {
-                        let len = if output_kept(layers, l) {
-                            0
-                        } else {
-                            size(layers[l].output)
-                        };
-                        vec![0.0; len]
-                    })
-                    .collect(),
+            *self = Workspace {
+                scratch: vec![Scratch::new(spec); CHUNKS],
+                outputs: vec![Vec::new(); layers.len()],
+                argmax: vec![Vec::new(); layers.len()],
+                ..Workspace::default()
             };
-            self.scratch = vec![scratch; CHUNKS];
-            self.outputs = vec![Vec::new(); layers.len()];
-            self.argmax = vec![Vec::new(); layers.len()];
         }
-        if batch > self.capacity {
-            self.capacity = batch;
-            self.input.resize(batch * spec.input_size(), 0.0);
-            for (l, layer) in layers.iter().enumerate() {
-                if output_kept(layers, l) {
-                    self.outputs[l].resize(batch * size(layer.output), 0.0);
-                }
-                if matches!(layer.kind, Kind::MaxPool { .. }) {
-                    self.argmax[l].resize(batch * size(layer.output), 0);
-                }
+        grow(&mut self.input, batch * spec.input_size());
+        for (l, layer) in layers.iter().enumerate() {
+            if keep.kept(layers, l) {
+                grow(&mut self.outputs[l], batch * size(layer.output));
+            }
+            if keep == Keep::Backward && matches!(layer.kind, Kind::MaxPool { .. }) {
+                grow(&mut self.argmax[l], batch * size(layer.output));
             }
         }
-        self.batch = batch;
+        self.batch = match keep {
+            Keep::Backward => batch,
+            Keep::Logits => 0,
+        };
+    }
+}
+
+impl Scratch {
+    /// One chunk's scratch for the network.
+    fn new(spec: &NetSpec) -> Scratch {
+        let layers = &spec.layers;
+        let max_u = layers
+            .iter()
+            .filter_map(|l| conv_geometry(l).map(|g| g.rows() * g.taps()))
+            .max()
+            .unwrap_or(0);
+        let max_act = layers
+            .iter()
+            .map(|l| size(l.input).max(size(l.output)))
+            .max()
+            .unwrap_or(0);
+        let is_pool = |l: &LayerPlan| matches!(l.kind, Kind::MaxPool { .. });
+        Scratch {
+            patches: layers
+                .iter()
+                .map(|l| conv_geometry(l).map(Patches::new))
+                .collect(),
+            du: vec![0.0; max_u],
+            bias: vec![0.0; layers.iter().filter_map(conv_cout).max().unwrap_or(0)],
+            grad_a: vec![0.0; max_act],
+            grad_b: vec![0.0; max_act],
+            psg: vec![0.0; spec.num_params],
+            acc: vec![0.0; spec.num_params],
+            linear_grads: Vec::new(),
+            linear_factors: Vec::new(),
+            linear_inputs: Vec::new(),
+            layer_sq: vec![0.0; layers.iter().filter(|l| l.params.1 > 0).count()],
+            transient: layers.iter().map(|l| vec![0.0; size(l.output)]).collect(),
+            transient_argmax: layers
+                .iter()
+                .map(|l| vec![0; if is_pool(l) { size(l.output) } else { 0 }])
+                .collect(),
+        }
+    }
+}
+
+/// Grows `buf` to `len` values (never shrinks it).
+fn grow<T: Clone + Default>(buf: &mut Vec<T>, len: usize) {
+    if buf.len() < len {
+        buf.resize(len, T::default());
     }
 }
 
@@ -168,6 +206,7 @@ impl Workspace {
 /// off its output) and the input of a layer with parameters (its gradient needs it). The
 /// others — a convolution's before its activation, a pooling's before a flatten — are
 /// written to one sample's [`Scratch::transient`] buffer and read by the next layer only.
+/// Their batch buffers stay empty, so that a backward reading one fails loudly.
 pub(super) fn output_kept(layers: &[LayerPlan], l: usize) -> bool {
     matches!(layers[l].kind, Kind::Tanh | Kind::Relu)
         || layers.get(l + 1).is_none_or(|next| next.params.1 > 0)

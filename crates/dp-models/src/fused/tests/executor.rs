@@ -396,6 +396,26 @@ fn mismatched_backward_is_an_error() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// A backward after an inference forward (`Classifier::logits`) is refused: its
+/// activations were not kept, and the training forward's before it are overwritten.
+#[test]
+fn a_backward_after_an_inference_forward_is_an_error() -> Result<(), Box<dyn std::error::Error>> {
+    use crate::Classifier;
+    let spec = mlp(4, &[3], 10)?;
+    let model = FusedModel::new(spec, &mut NoiseSource::seeded(5))?;
+    let x = Tensor::zeros((3, 4), candle_core::DType::F32, &Device::Cpu)?;
+    let dlogits = Tensor::zeros((3, 10), candle_core::DType::F32, &Device::Cpu)?;
+    model.forward(&x)?;
+    let logits = model.logits(&x)?;
+    assert_eq!(logits, model.forward(&x)?.flatten_all()?.to_vec1::<f32>()?);
+    model.logits(&x)?;
+    let err = model
+        .backward(&dlogits, ClipRule::None)
+        .expect_err("a backward after an inference forward must be refused");
+    assert!(err.to_string().contains("inference forward"), "{err}");
+    Ok(())
+}
+
 /// The MNIST CNN's arithmetic per sample, counted by hand: multiply-adds conv1 13·13·16·64
 /// = 173,056, conv2 5·5·32·256 = 204,800, fc1 512·32 = 16,384, fc2 32·10 = 320; the
 /// backward adds the weight gradients of all four, the input gradients of all but the
