@@ -91,10 +91,10 @@ fn chunk_pieces<'a>(
         let out = size(layers[l].output);
         let kept = if keep.kept(layers, l) { batch * out } else { 0 };
         let mut pieces = buf[..kept].chunks_mut(chunk * out);
-        let mut args = if args.is_empty() || keep == Keep::Logits {
-            None
-        } else {
+        let mut args = if keep.argmax_kept(layers, l) {
             Some(args[..batch * out].chunks_mut(chunk * out))
+        } else {
+            None
         };
         for j in 0..CHUNKS {
             out_pieces[j].push(pieces.next().unwrap_or(&mut []));

@@ -59,6 +59,16 @@ impl Keep {
             Keep::Logits => l + 1 == layers.len(),
         }
     }
+
+    /// Whether this forward writes max-pool layer `l`'s argmax for the whole batch (only
+    /// a training forward does; other layers have none).
+    pub(super) fn argmax_kept(self, layers: &[LayerPlan], l: usize) -> bool {
+        self == Keep::Backward && is_max_pool(&layers[l])
+    }
+}
+
+fn is_max_pool(layer: &LayerPlan) -> bool {
+    matches!(layer.kind, Kind::MaxPool { .. })
 }
 
 /// Activations kept between the forward and the backward, reused across steps.
@@ -144,7 +154,7 @@ impl Workspace {
             if keep.kept(layers, l) {
                 grow(&mut self.outputs[l], batch * size(layer.output));
             }
-            if keep == Keep::Backward && matches!(layer.kind, Kind::MaxPool { .. }) {
+            if keep.argmax_kept(layers, l) {
                 grow(&mut self.argmax[l], batch * size(layer.output));
             }
         }
@@ -169,7 +179,6 @@ impl Scratch {
             .map(|l| size(l.input).max(size(l.output)))
             .max()
             .unwrap_or(0);
-        let is_pool = |l: &LayerPlan| matches!(l.kind, Kind::MaxPool { .. });
         Scratch {
             patches: layers
                 .iter()
@@ -188,7 +197,7 @@ impl Scratch {
             transient: layers.iter().map(|l| vec![0.0; size(l.output)]).collect(),
             transient_argmax: layers
                 .iter()
-                .map(|l| vec![0; if is_pool(l) { size(l.output) } else { 0 }])
+                .map(|l| vec![0; if is_max_pool(l) { size(l.output) } else { 0 }])
                 .collect(),
         }
     }
